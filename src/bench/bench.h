@@ -1,0 +1,43 @@
+// `kvslim bench`: prefill and decode throughput of a model, as medians over repetitions.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "engine/session.h"
+#include "model/model.h"
+
+namespace kvslim {
+
+struct BenchOptions {
+  std::vector<int> prompt_lengths{512};
+  std::vector<int> context_lengths{512};
+  int reps = 3;
+  int decode_tokens = 16;  // tokens decoded per repetition at each context length
+  int batch = 512;
+  uint64_t seed = 1;
+  void validate() const;
+};
+
+struct Summary {
+  double median = 0, min = 0, max = 0;
+  static Summary of(std::vector<double> values);
+};
+
+struct BenchPoint {
+  int length = 0;         // prompt length (prefill) or context length (decode)
+  Summary tokens_per_s;
+  Summary ms;             // per repetition: whole prefill, or per decoded token
+  uint64_t kv_bytes = 0;  // KV bytes held when the measurement ended
+};
+
+struct BenchReport {
+  std::vector<BenchPoint> prefill, decode;
+};
+
+// Prompts are seeded random token ids. Prefill: each repetition prefills the prompt into a
+// fresh session. Decode: one session is filled to the context length, then each repetition
+// decodes `decode_tokens` tokens (so repetition i starts at context + i * decode_tokens).
+BenchReport run_bench(const Model& model, ThreadPool& pool, const BenchOptions& options);
+
+}  // namespace kvslim

@@ -1,0 +1,64 @@
+// kvslim bench: prefill tok/s per prompt length and decode tok/s per context length.
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "bench/bench.h"
+#include "cli/commands.h"
+
+namespace kvslim::cli {
+
+namespace {
+
+nlohmann::json to_json(const BenchPoint& p, const char* length_key) {
+  return {{length_key, p.length},
+          {"tok_s", {{"median", p.tokens_per_s.median}, {"min", p.tokens_per_s.min}, {"max", p.tokens_per_s.max}}},
+          {"ms", {{"median", p.ms.median}, {"min", p.ms.min}, {"max", p.ms.max}}},
+          {"kv_bytes", p.kv_bytes}};
+}
+
+void print_table(const char* title, const char* length_name, const char* ms_name, const std::vector<BenchPoint>& points) {
+  fmt::print("{}\n{:>10} {:>12} {:>12} {:>12} {:>14} {:>14}\n", title, length_name, "tok/s med", "tok/s min",
+             "tok/s max", ms_name, "KV bytes");
+  for (const auto& p : points)
+    fmt::print("{:>10} {:>12.2f} {:>12.2f} {:>12.2f} {:>14.2f} {:>14}\n", p.length, p.tokens_per_s.median,
+               p.tokens_per_s.min, p.tokens_per_s.max, p.ms.median, p.kv_bytes);
+}
+
+}  // namespace
+
+void add_bench_command(CLI::App& app) {
+  struct Options {
+    std::string model;
+    BenchOptions bench;
+    int threads = 0;
+    bool json = false;
+  };
+  auto opt = std::make_shared<Options>();
+  CLI::App* cmd = app.add_subcommand("bench", "measure prefill and decode speed (medians with min/max)");
+  cmd->add_option("-m,--model", opt->model, "GGUF model")->required();
+  cmd->add_option("--prompt-lengths", opt->bench.prompt_lengths, "prefill prompt lengths")->delimiter(',')->capture_default_str();
+  cmd->add_option("--context-lengths", opt->bench.context_lengths, "decode context lengths")->delimiter(',')->capture_default_str();
+  cmd->add_option("--reps", opt->bench.reps, "repetitions per measurement")->capture_default_str();
+  cmd->add_option("--decode-tokens", opt->bench.decode_tokens, "tokens decoded per repetition")->capture_default_str();
+  cmd->add_option("--batch", opt->bench.batch, "prefill chunk size")->capture_default_str();
+  cmd->add_option("--threads", opt->threads, "threads (0: all cores)")->capture_default_str();
+  cmd->add_flag("--json", opt->json, "print JSON");
+  cmd->callback([opt] {
+    const auto model = Model::load(opt->model);
+    ThreadPool pool(opt->threads);
+    const BenchReport report = run_bench(*model, pool, opt->bench);
+    if (opt->json) {
+      nlohmann::json out = {{"model", opt->model}, {"threads", pool.size()}, {"reps", opt->bench.reps},
+                            {"prefill", nlohmann::json::array()}, {"decode", nlohmann::json::array()}};
+      for (const auto& p : report.prefill) out["prefill"].push_back(to_json(p, "prompt_length"));
+      for (const auto& p : report.decode) out["decode"].push_back(to_json(p, "context_length"));
+      fmt::print("{}\n", out.dump(2));
+      return;
+    }
+    fmt::print("model {}, {} threads, {} reps\n", opt->model, pool.size(), opt->bench.reps);
+    print_table("prefill", "prompt", "ms/prompt", report.prefill);
+    print_table("decode", "context", "ms/token", report.decode);
+  });
+}
+
+}  // namespace kvslim::cli

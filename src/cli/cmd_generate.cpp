@@ -1,0 +1,100 @@
+// kvslim generate: prefill a prompt and sample a continuation, streamed or as one JSON object.
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+
+#include "cli/commands.h"
+#include "cli/prompt_input.h"
+#include "engine/session.h"
+#include "model/model.h"
+
+namespace kvslim::cli {
+
+namespace {
+
+struct GenerateOptions {
+  std::string model;
+  PromptInput prompt;
+  int n_predict = 128;
+  SamplerParams sampling;
+  EngineOptions engine;
+  int threads = 0;
+  bool no_bos = false;
+  bool no_special = false;
+  bool json = false;
+};
+
+double per_second(double count, double ms) { return ms > 0 ? count * 1000.0 / ms : 0.0; }
+
+void run_generate(const GenerateOptions& opt) {
+  const auto model = Model::load(opt.model);
+  const Tokenizer& tokenizer = model->tokenizer();
+  GenerateRequest request;
+  request.prompt = tokenizer.encode(opt.prompt.read(), tokenizer.add_bos_by_default() && !opt.no_bos, !opt.no_special);
+  request.n_predict = opt.n_predict;
+  request.sampling = opt.sampling;
+  ThreadPool pool(opt.threads);
+
+  std::function<void(const std::string&)> stream;
+  if (!opt.json) {
+    stream = [](const std::string& piece) {
+      std::fwrite(piece.data(), 1, piece.size(), stdout);
+      std::fflush(stdout);
+    };
+  }
+  const GenerateResult r = generate(*model, pool, opt.engine, request, stream);
+  const double prefill_tok_s = per_second(r.n_prompt, r.prefill_ms);
+  const double decode_tok_s = per_second(r.decode_steps, r.decode_ms);
+  if (opt.json) {
+    nlohmann::json out = {
+        {"text", r.text},
+        {"n_prompt", r.n_prompt},
+        {"n_generated", r.tokens.size()},
+        {"stop_reason", r.stop_reason},
+        {"prefill_ms", r.prefill_ms},
+        {"decode_ms", r.decode_ms},
+        {"prefill_tok_s", prefill_tok_s},
+        {"decode_tok_s", decode_tok_s},
+        {"kv_bytes_peak", r.kv_bytes_peak},
+        {"kv_bytes_final", r.kv_bytes_final},
+        {"token_ids", r.tokens},
+        {"seed", opt.sampling.seed},
+        {"threads", pool.size()},
+    };
+    // Invalid UTF-8 (a multi-byte character cut by -n) is replaced rather than refused.
+    fmt::print("{}\n", out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+  } else {
+    fmt::print("\n");
+    fmt::print(stderr, "prompt: {} tokens, {:.1f} ms ({:.1f} tok/s); generated: {} tokens, {:.1f} ms ({:.1f} tok/s); "
+               "stop: {}; KV bytes peak {} final {}\n",
+               r.n_prompt, r.prefill_ms, prefill_tok_s, r.tokens.size(), r.decode_ms, decode_tok_s, r.stop_reason,
+               r.kv_bytes_peak, r.kv_bytes_final);
+  }
+}
+
+}  // namespace
+
+void add_generate_command(CLI::App& app) {
+  auto opt = std::make_shared<GenerateOptions>();
+  CLI::App* cmd = app.add_subcommand("generate", "generate a continuation of a prompt");
+  cmd->add_option("-m,--model", opt->model, "GGUF model")->required();
+  opt->prompt.add_options(*cmd);
+  cmd->add_option("-n,--n-predict", opt->n_predict, "tokens to generate at most")->capture_default_str();
+  cmd->add_option("--temp", opt->sampling.temperature, "temperature (0: greedy)")->capture_default_str();
+  cmd->add_option("--top-k", opt->sampling.top_k, "top-k (0: off)")->capture_default_str();
+  cmd->add_option("--top-p", opt->sampling.top_p, "top-p (1: off)")->capture_default_str();
+  cmd->add_option("--min-p", opt->sampling.min_p, "min-p (0: off)")->capture_default_str();
+  cmd->add_option("--repeat-penalty", opt->sampling.repeat_penalty, "repetition penalty (1: off)")->capture_default_str();
+  cmd->add_option("--repeat-last-n", opt->sampling.repeat_last_n, "tokens the penalty looks back")->capture_default_str();
+  cmd->add_option("--seed", opt->sampling.seed, "sampling seed")->capture_default_str();
+  cmd->add_option("--ctx", opt->engine.context, "context size in tokens (prompt + generated)")->capture_default_str();
+  cmd->add_option("--batch", opt->engine.batch, "prefill chunk size in tokens")->capture_default_str();
+  cmd->add_option("--threads", opt->threads, "threads (0: all cores)")->capture_default_str();
+  cmd->add_flag("--no-bos", opt->no_bos, "do not prepend BOS even if the tokenizer asks for it");
+  cmd->add_flag("--no-special", opt->no_special, "treat special-token text in the prompt as plain text");
+  cmd->add_flag("--json", opt->json, "print one JSON object with the text, ids and timings");
+  cmd->callback([opt] { run_generate(*opt); });
+}
+
+}  // namespace kvslim::cli

@@ -1,0 +1,48 @@
+// kvslim init-model: a GGUF model with random weights (for tests and benchmarks).
+#include <fmt/format.h>
+
+#include "cli/commands.h"
+#include "model/random_model.h"
+
+namespace kvslim::cli {
+
+void add_init_model_command(CLI::App& app) {
+  struct Options {
+    RandomModelSpec spec;
+    std::string arch = "llama";
+    std::string type = "f16";
+    std::string vocab;
+    std::string out;
+  };
+  auto opt = std::make_shared<Options>();
+  ModelConfig& c = opt->spec.config;
+  c.n_layers = 2;
+  c.dim = 256;
+  c.n_heads = 4;
+  c.n_kv_heads = 2;
+  c.ffn_dim = 768;
+  c.context_length = 4096;
+  CLI::App* cmd = app.add_subcommand("init-model", "write a model with random weights and a copied tokenizer");
+  cmd->add_option("--arch", opt->arch, "llama, qwen2 or qwen3")->capture_default_str();
+  cmd->add_option("--layers", c.n_layers, "transformer blocks")->capture_default_str();
+  cmd->add_option("--dim", c.dim, "embedding size")->capture_default_str();
+  cmd->add_option("--heads", c.n_heads, "query heads")->capture_default_str();
+  cmd->add_option("--kv-heads", c.n_kv_heads, "key/value heads")->capture_default_str();
+  cmd->add_option("--ffn", c.ffn_dim, "feed-forward size")->capture_default_str();
+  cmd->add_option("--vocab-from", opt->vocab, "GGUF whose tokenizer is copied (default: a built-in byte vocabulary)");
+  cmd->add_option("--type", opt->type, "matrix type: f32, f16, bf16 or q8_0")->capture_default_str();
+  cmd->add_option("--ctx", c.context_length, "context length stored in the metadata")->capture_default_str();
+  cmd->add_option("--rope-base", c.rope_base, "RoPE frequency base")->capture_default_str();
+  cmd->add_flag("--tied", opt->spec.tied_output, "no output.weight: reuse the token embedding");
+  cmd->add_flag("--rope-freqs", opt->spec.rope_freqs, "write a rope_freqs.weight tensor (Llama 3.1 style)");
+  cmd->add_option("--seed", opt->spec.seed, "weight seed")->capture_default_str();
+  cmd->add_option("-o,--output", opt->out, "output GGUF path")->required();
+  cmd->callback([opt] {
+    opt->spec.config.arch = arch_from_name(opt->arch);
+    opt->spec.type = dtype_from_name(opt->type.c_str());
+    write_random_model(opt->spec, opt->vocab, opt->out);
+    fmt::print(stderr, "wrote {}\n", opt->out);
+  });
+}
+
+}  // namespace kvslim::cli

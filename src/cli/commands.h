@@ -1,0 +1,14 @@
+// Each subcommand of `kvslim` registers its options and callback on the root CLI11 app.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace kvslim::cli {
+
+void add_info_command(CLI::App& app);
+void add_tokenize_command(CLI::App& app);
+void add_generate_command(CLI::App& app);
+void add_init_model_command(CLI::App& app);
+void add_bench_command(CLI::App& app);
+
+}  // namespace kvslim::cli

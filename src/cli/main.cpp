@@ -1,0 +1,33 @@
+// kvslim: the command line. Every error reaches the user as one line naming what is wrong.
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <exception>
+
+#include "cli/commands.h"
+#include "util/error.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"kvslim: long-context LLM inference on the CPU with a KV cache that really shrinks"};
+  app.require_subcommand(1);
+  kvslim::cli::add_info_command(app);
+  kvslim::cli::add_tokenize_command(app);
+  kvslim::cli::add_generate_command(app);
+  kvslim::cli::add_init_model_command(app);
+  kvslim::cli::add_bench_command(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const kvslim::Error& e) {
+    fmt::print(stderr, "error: {}\n", e.what());
+    return 1;
+  } catch (const std::bad_alloc&) {
+    fmt::print(stderr, "error: out of memory\n");
+    return 1;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "error: {}\n", e.what());
+    return 1;
+  }
+  return 0;
+}

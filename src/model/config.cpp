@@ -1,0 +1,84 @@
+#include "model/config.h"
+
+#include "util/error.h"
+
+namespace kvslim {
+
+const char* arch_name(Arch arch) {
+  switch (arch) {
+    case Arch::Llama: return "llama";
+    case Arch::Qwen2: return "qwen2";
+    case Arch::Qwen3: return "qwen3";
+  }
+  return "?";
+}
+
+Arch arch_from_name(const std::string& name) {
+  if (name == "llama") return Arch::Llama;
+  if (name == "qwen2") return Arch::Qwen2;
+  if (name == "qwen3") return Arch::Qwen3;
+  fail("unsupported architecture '{}' (supported: llama, qwen2, qwen3)", name);
+}
+
+namespace {
+
+int positive_int(const gguf::File& file, const std::string& key, uint64_t limit = 1u << 24) {
+  const uint64_t value = file.get_uint(key);
+  if (value == 0 || value > limit) fail("{}: metadata '{}' = {} is out of range [1, {}]", file.path(), key, value, limit);
+  return static_cast<int>(value);
+}
+
+}  // namespace
+
+ModelConfig ModelConfig::from_gguf(const gguf::File& file) {
+  ModelConfig c;
+  const std::string arch = file.get_string("general.architecture");
+  c.arch = arch_from_name(arch);
+  const std::string p = arch + ".";
+  c.n_layers = positive_int(file, p + "block_count", 4096);
+  c.dim = positive_int(file, p + "embedding_length");
+  c.ffn_dim = positive_int(file, p + "feed_forward_length");
+  c.n_heads = positive_int(file, p + "attention.head_count", 4096);
+  c.n_kv_heads = file.get_uint_opt(p + "attention.head_count_kv") ? positive_int(file, p + "attention.head_count_kv", 4096)
+                                                                  : c.n_heads;
+  if (c.n_heads % c.n_kv_heads != 0)
+    fail("{}: head_count {} is not a multiple of head_count_kv {}", file.path(), c.n_heads, c.n_kv_heads);
+  c.head_dim = file.get_uint_opt(p + "attention.key_length") ? positive_int(file, p + "attention.key_length", 4096)
+                                                            : c.dim / c.n_heads;
+  if (auto value_length = file.get_uint_opt(p + "attention.value_length"); value_length && *value_length != uint64_t(c.head_dim))
+    fail("{}: attention.value_length {} differs from key_length {} (unsupported)", file.path(), *value_length, c.head_dim);
+  if (!file.get_uint_opt(p + "attention.key_length") && c.dim % c.n_heads != 0)
+    fail("{}: embedding_length {} is not a multiple of head_count {}", file.path(), c.dim, c.n_heads);
+  c.n_rot = file.get_uint_opt(p + "rope.dimension_count") ? positive_int(file, p + "rope.dimension_count", 4096) : c.head_dim;
+  if (c.n_rot > c.head_dim || c.n_rot % 2 != 0)
+    fail("{}: rope.dimension_count {} must be even and at most the head size {}", file.path(), c.n_rot, c.head_dim);
+  c.context_length = file.get_uint_opt(p + "context_length") ? positive_int(file, p + "context_length", 1u << 24) : 2048;
+  c.rms_eps = static_cast<float>(file.get_float_opt(p + "attention.layer_norm_rms_epsilon").value_or(1e-5));
+  c.rope_base = static_cast<float>(file.get_float_opt(p + "rope.freq_base").value_or(10000.0));
+  if (!(c.rms_eps > 0) || !(c.rope_base > 0)) fail("{}: rms epsilon and rope.freq_base must be positive", file.path());
+  // llama3 scaling is carried by the rope_freqs.weight tensor, read with the weights.
+  const std::string scaling = file.get_string_opt(p + "rope.scaling.type").value_or("none");
+  if (scaling != "none" && scaling != "llama3")
+    fail("{}: unsupported rope.scaling.type '{}' (supported: none, llama3)", file.path(), scaling);
+  return c;
+}
+
+void ModelConfig::to_gguf(gguf::Writer& w) const {
+  using gguf::Value;
+  const std::string arch = arch_name(this->arch);
+  const std::string p = arch + ".";
+  w.set("general.architecture", Value::of_string(arch));
+  w.set(p + "block_count", Value::of_u32(n_layers));
+  w.set(p + "embedding_length", Value::of_u32(dim));
+  w.set(p + "feed_forward_length", Value::of_u32(ffn_dim));
+  w.set(p + "attention.head_count", Value::of_u32(n_heads));
+  w.set(p + "attention.head_count_kv", Value::of_u32(n_kv_heads));
+  w.set(p + "attention.key_length", Value::of_u32(head_dim));
+  w.set(p + "attention.value_length", Value::of_u32(head_dim));
+  w.set(p + "rope.dimension_count", Value::of_u32(n_rot));
+  w.set(p + "context_length", Value::of_u32(context_length));
+  w.set(p + "attention.layer_norm_rms_epsilon", Value::of_f32(rms_eps));
+  w.set(p + "rope.freq_base", Value::of_f32(rope_base));
+}
+
+}  // namespace kvslim

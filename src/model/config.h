@@ -1,0 +1,42 @@
+// Architecture hyper-parameters read from GGUF metadata (`{arch}.*` keys).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "gguf/gguf.h"
+
+namespace kvslim {
+
+enum class Arch { Llama, Qwen2, Qwen3 };
+const char* arch_name(Arch arch);
+Arch arch_from_name(const std::string& name);  // throws, listing the supported ones
+
+struct ModelConfig {
+  Arch arch = Arch::Llama;
+  int n_layers = 0;
+  int dim = 0;           // embedding length
+  int ffn_dim = 0;
+  int n_heads = 0;
+  int n_kv_heads = 0;
+  int head_dim = 0;      // attention.key_length when present, else dim / n_heads
+  int n_rot = 0;         // rope.dimension_count when present, else head_dim
+  int n_vocab = 0;       // rows of token_embd.weight
+  int context_length = 0;
+  float rms_eps = 1e-5f;
+  float rope_base = 10000.0f;
+
+  int group_size() const { return n_heads / n_kv_heads; }
+  int q_dim() const { return n_heads * head_dim; }
+  int kv_dim() const { return n_kv_heads * head_dim; }
+  bool rope_neox() const { return arch != Arch::Llama; }  // qwen2/qwen3 rotate split halves
+  bool has_qkv_bias() const { return arch == Arch::Qwen2; }
+  bool has_qk_norm() const { return arch == Arch::Qwen3; }
+
+  // Reads and validates the config; throws kvslim::Error naming the missing or bad key.
+  static ModelConfig from_gguf(const gguf::File& file);
+  // Writes the `general.architecture` and `{arch}.*` keys (used by init-model).
+  void to_gguf(gguf::Writer& writer) const;
+};
+
+}  // namespace kvslim

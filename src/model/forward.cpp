@@ -1,0 +1,110 @@
+#include "model/forward.h"
+
+#include <algorithm>
+
+#include "tensor/ops.h"
+#include "util/error.h"
+
+namespace kvslim {
+
+namespace {
+
+// y = W x for a block of rows: matrix-vector for one token, matrix-matrix otherwise.
+void linear(const WeightView& w, const float* x, int n, float* y, ThreadPool& pool) {
+  if (n == 1) {
+    matvec(w, x, y, pool);
+  } else {
+    matmul(w, x, n, y, pool);
+  }
+}
+
+void add_bias(float* y, const std::vector<float>& bias, int n) {
+  if (bias.empty()) return;
+  for (int t = 0; t < n; ++t) add_inplace(y + int64_t(t) * bias.size(), bias.data(), bias.size());
+}
+
+// Qwen3 normalises each head's query and key before RoPE.
+void norm_heads(float* x, int n_rows, int head_dim, const std::vector<float>& weight, float eps) {
+  if (weight.empty()) return;
+  for (int r = 0; r < n_rows; ++r) rmsnorm(x + int64_t(r) * head_dim, weight.data(), x + int64_t(r) * head_dim, head_dim, eps);
+}
+
+}  // namespace
+
+Forward::Forward(const Model& model, int max_block) : model_(model), max_block_(max_block) {
+  const ModelConfig& c = model.config();
+  rope_.head_dim = c.head_dim;
+  rope_.n_rot = c.n_rot;
+  rope_.base = c.rope_base;
+  rope_.neox = c.rope_neox();
+  rope_.freq_factors = model.rope_freq_factors().empty() ? nullptr : model.rope_freq_factors().data();
+  const size_t b = max_block;
+  positions_.resize(b);
+  x_.resize(b * c.dim);
+  xn_.resize(b * c.dim);
+  q_.resize(b * c.q_dim());
+  k_.resize(b * c.kv_dim());
+  v_.resize(b * c.kv_dim());
+  attn_.resize(b * c.q_dim());
+  gate_.resize(b * c.ffn_dim);
+  up_.resize(b * c.ffn_dim);
+  logits_.resize(b * c.n_vocab);
+}
+
+const float* Forward::run(const int32_t* tokens, int n, int64_t pos0, KvCache& cache, ThreadPool& pool,
+                          bool all_logits) {
+  const ModelConfig& c = model_.config();
+  if (n < 1 || n > max_block_) fail("forward block of {} tokens outside [1, {}]", n, max_block_);
+  for (int t = 0; t < n; ++t) {
+    if (tokens[t] < 0 || tokens[t] >= c.n_vocab) fail("token id {} is outside the vocabulary [0, {})", tokens[t], c.n_vocab);
+    convert_to_f32(model_.token_embedding().type, model_.token_embedding().row(tokens[t]), &x_[size_t(t) * c.dim], c.dim);
+    positions_[t] = pos0 + t;
+  }
+  for (int l = 0; l < c.n_layers; ++l) {
+    attention_block(l, n, pos0, cache, pool);
+    ffn_block(l, n, pool);
+  }
+  const int first = all_logits ? 0 : n - 1;
+  const int rows = n - first;
+  for (int t = first; t < n; ++t)
+    rmsnorm(&x_[size_t(t) * c.dim], model_.output_norm().data(), &xn_[size_t(t - first) * c.dim], c.dim, c.rms_eps);
+  linear(model_.output(), xn_.data(), rows, logits_.data(), pool);
+  return logits_.data();
+}
+
+void Forward::attention_block(int layer, int n, int64_t pos0, KvCache& cache, ThreadPool& pool) {
+  const ModelConfig& c = model_.config();
+  const LayerWeights& w = model_.layers()[layer];
+  for (int t = 0; t < n; ++t)
+    rmsnorm(&x_[size_t(t) * c.dim], w.attn_norm.data(), &xn_[size_t(t) * c.dim], c.dim, c.rms_eps);
+  linear(w.wq, xn_.data(), n, q_.data(), pool);
+  linear(w.wk, xn_.data(), n, k_.data(), pool);
+  linear(w.wv, xn_.data(), n, v_.data(), pool);
+  add_bias(q_.data(), w.bq, n);
+  add_bias(k_.data(), w.bk, n);
+  add_bias(v_.data(), w.bv, n);
+  norm_heads(q_.data(), n * c.n_heads, c.head_dim, w.q_norm, c.rms_eps);
+  norm_heads(k_.data(), n * c.n_kv_heads, c.head_dim, w.k_norm, c.rms_eps);
+  for (int t = 0; t < n; ++t) {
+    rope_inplace(&q_[size_t(t) * c.q_dim()], c.n_heads, pos0 + t, rope_);
+    rope_inplace(&k_[size_t(t) * c.kv_dim()], c.n_kv_heads, pos0 + t, rope_);
+  }
+  cache.append(layer, k_.data(), v_.data(), n, positions_.data());
+  cache.attend(layer, q_.data(), n, attn_.data(), pool);
+  linear(w.wo, attn_.data(), n, xn_.data(), pool);
+  add_inplace(x_.data(), xn_.data(), int64_t(n) * c.dim);
+}
+
+void Forward::ffn_block(int layer, int n, ThreadPool& pool) {
+  const ModelConfig& c = model_.config();
+  const LayerWeights& w = model_.layers()[layer];
+  for (int t = 0; t < n; ++t)
+    rmsnorm(&x_[size_t(t) * c.dim], w.ffn_norm.data(), &xn_[size_t(t) * c.dim], c.dim, c.rms_eps);
+  linear(w.w_gate, xn_.data(), n, gate_.data(), pool);
+  linear(w.w_up, xn_.data(), n, up_.data(), pool);
+  swiglu(gate_.data(), up_.data(), gate_.data(), int64_t(n) * c.ffn_dim);
+  linear(w.w_down, gate_.data(), n, xn_.data(), pool);
+  add_inplace(x_.data(), xn_.data(), int64_t(n) * c.dim);
+}
+
+}  // namespace kvslim

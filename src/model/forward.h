@@ -1,0 +1,40 @@
+// One forward pass of a llama-family model over a block of consecutive tokens. The same code
+// serves prefill (blocks of --batch tokens, matrix-matrix products) and decode (one token,
+// matrix-vector products). Buffers are sized once for the largest block.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "kv/kv_cache.h"
+#include "model/model.h"
+#include "tensor/ops.h"
+#include "util/thread_pool.h"
+
+namespace kvslim {
+
+class Forward {
+ public:
+  Forward(const Model& model, int max_block);
+
+  // Runs `n` tokens at positions pos0 .. pos0+n-1, appending their keys and values to `cache`.
+  // Returns the logits of the last token (n_vocab floats), or, with all_logits, of every token
+  // ([n][n_vocab]); valid until the next call.
+  const float* run(const int32_t* tokens, int n, int64_t pos0, KvCache& cache, ThreadPool& pool,
+                   bool all_logits = false);
+
+  int max_block() const { return max_block_; }
+
+ private:
+  void attention_block(int layer, int n, int64_t pos0, KvCache& cache, ThreadPool& pool);
+  void ffn_block(int layer, int n, ThreadPool& pool);
+
+  const Model& model_;
+  int max_block_;
+  RopeConfig rope_;
+  std::vector<int64_t> positions_;
+  // Activations, [max_block][width] each.
+  std::vector<float> x_, xn_, q_, k_, v_, attn_, gate_, up_, logits_;
+};
+
+}  // namespace kvslim

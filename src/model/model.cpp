@@ -1,0 +1,115 @@
+#include "model/model.h"
+
+#include <fmt/ranges.h>
+
+#include "util/error.h"
+
+namespace kvslim {
+
+namespace {
+
+// Looks up a tensor and checks its shape (ggml order: dims[0] is contiguous).
+class TensorLoader {
+ public:
+  explicit TensorLoader(const gguf::File& file) : file_(file) {}
+
+  const gguf::TensorInfo* find(const std::string& name) const { return file_.find_tensor(name); }
+
+  const gguf::TensorInfo& require(const std::string& name, std::vector<uint64_t> dims) const {
+    const gguf::TensorInfo* t = file_.find_tensor(name);
+    if (!t) fail("{}: missing tensor '{}'", file_.path(), name);
+    if (t->dims != dims)
+      fail("{}: tensor '{}' has shape [{}], expected [{}]", file_.path(), name, fmt::join(t->dims, ", "),
+           fmt::join(dims, ", "));
+    return *t;
+  }
+
+  // A matrix of `rows` outputs by `cols` inputs, in its stored type.
+  WeightView matrix(const std::string& name, int64_t cols, int64_t rows) const {
+    return view(require(name, {uint64_t(cols), uint64_t(rows)}), rows, cols);
+  }
+
+  WeightView view(const gguf::TensorInfo& t, int64_t rows, int64_t cols) const {
+    DType type;
+    try {
+      type = dtype_from_ggml(t.type);
+    } catch (const Error& e) {
+      fail("{}: tensor '{}': {}", file_.path(), t.name, e.what());
+    }
+    if (type == DType::Q8_0 && cols % kQ8Block != 0)
+      fail("{}: tensor '{}' is q8_0 but its rows of {} are not whole blocks", file_.path(), t.name, cols);
+    return WeightView{type, file_.tensor_data(t), rows, cols};
+  }
+
+  // A small vector (norm weight, bias, rope factors) converted to f32.
+  std::vector<float> vector(const std::string& name, int64_t n) const {
+    const WeightView w = view(require(name, {uint64_t(n)}), 1, n);
+    std::vector<float> out(n);
+    convert_to_f32(w.type, w.data, out.data(), n);
+    return out;
+  }
+
+ private:
+  const gguf::File& file_;
+};
+
+}  // namespace
+
+std::unique_ptr<Model> Model::load(const std::string& path) {
+  std::unique_ptr<Model> model(new Model(gguf::File::open(path)));
+  Model& m = *model;
+  m.config_ = ModelConfig::from_gguf(m.file_);
+  ModelConfig& c = m.config_;
+  const TensorLoader loader(m.file_);
+
+  const gguf::TensorInfo* embd = loader.find("token_embd.weight");
+  if (!embd) fail("{}: missing tensor 'token_embd.weight'", path);
+  if (embd->dims.size() != 2 || embd->dims[0] != uint64_t(c.dim) || embd->dims[1] == 0 || embd->dims[1] > (1u << 24))
+    fail("{}: tensor 'token_embd.weight' must have shape [{}, n_vocab]", path, c.dim);
+  c.n_vocab = static_cast<int>(embd->dims[1]);
+  m.token_embd_ = loader.view(*embd, c.n_vocab, c.dim);
+  m.output_norm_ = loader.vector("output_norm.weight", c.dim);
+  m.output_tied_ = loader.find("output.weight") == nullptr;
+  m.output_ = m.output_tied_ ? m.token_embd_ : loader.matrix("output.weight", c.dim, c.n_vocab);
+  if (loader.find("rope_freqs.weight")) m.rope_freqs_ = loader.vector("rope_freqs.weight", c.n_rot / 2);
+
+  for (int l = 0; l < c.n_layers; ++l) {
+    const std::string p = fmt::format("blk.{}.", l);
+    LayerWeights w;
+    w.attn_norm = loader.vector(p + "attn_norm.weight", c.dim);
+    w.wq = loader.matrix(p + "attn_q.weight", c.dim, c.q_dim());
+    w.wk = loader.matrix(p + "attn_k.weight", c.dim, c.kv_dim());
+    w.wv = loader.matrix(p + "attn_v.weight", c.dim, c.kv_dim());
+    w.wo = loader.matrix(p + "attn_output.weight", c.q_dim(), c.dim);
+    if (c.has_qkv_bias()) {
+      w.bq = loader.vector(p + "attn_q.bias", c.q_dim());
+      w.bk = loader.vector(p + "attn_k.bias", c.kv_dim());
+      w.bv = loader.vector(p + "attn_v.bias", c.kv_dim());
+    }
+    if (c.has_qk_norm()) {
+      w.q_norm = loader.vector(p + "attn_q_norm.weight", c.head_dim);
+      w.k_norm = loader.vector(p + "attn_k_norm.weight", c.head_dim);
+    }
+    w.ffn_norm = loader.vector(p + "ffn_norm.weight", c.dim);
+    w.w_gate = loader.matrix(p + "ffn_gate.weight", c.dim, c.ffn_dim);
+    w.w_up = loader.matrix(p + "ffn_up.weight", c.dim, c.ffn_dim);
+    w.w_down = loader.matrix(p + "ffn_down.weight", c.ffn_dim, c.dim);
+    m.layers_.push_back(std::move(w));
+  }
+  m.tokenizer_ = std::make_unique<Tokenizer>(Tokenizer::from_gguf(m.file_));
+  if (m.tokenizer_->n_vocab() > c.n_vocab)
+    fail("{}: tokenizer has {} tokens but token_embd.weight only {} rows", path, m.tokenizer_->n_vocab(), c.n_vocab);
+  return model;
+}
+
+uint64_t Model::weight_bytes() const {
+  uint64_t total = 0;
+  for (const auto& t : file_.tensors()) total += t.n_bytes;
+  return total;
+}
+
+uint64_t Model::kv_bytes_per_token() const {
+  return uint64_t(config_.n_layers) * 2 * config_.kv_dim() * sizeof(float);
+}
+
+}  // namespace kvslim

@@ -1,0 +1,55 @@
+// A loaded model: config, weights (views into the memory-mapped GGUF file, in their stored
+// type) and tokenizer. Immutable after loading, so sessions on several threads can share it.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gguf/gguf.h"
+#include "model/config.h"
+#include "tensor/dtype.h"
+#include "tokenizer/tokenizer.h"
+
+namespace kvslim {
+
+struct LayerWeights {
+  std::vector<float> attn_norm;      // dim
+  WeightView wq, wk, wv, wo;         // q_dim x dim, kv_dim x dim, kv_dim x dim, dim x q_dim
+  std::vector<float> bq, bk, bv;     // qwen2 only (q_dim, kv_dim, kv_dim)
+  std::vector<float> q_norm, k_norm; // qwen3 only (head_dim each)
+  std::vector<float> ffn_norm;       // dim
+  WeightView w_gate, w_up, w_down;   // ffn x dim, ffn x dim, dim x ffn
+};
+
+class Model {
+ public:
+  // Loads a GGUF model; every tensor's presence, shape and type is checked, and errors name it.
+  static std::unique_ptr<Model> load(const std::string& path);
+
+  const ModelConfig& config() const { return config_; }
+  const Tokenizer& tokenizer() const { return *tokenizer_; }
+  const gguf::File& file() const { return file_; }
+  const std::vector<LayerWeights>& layers() const { return layers_; }
+  const WeightView& token_embedding() const { return token_embd_; }
+  const WeightView& output() const { return output_; }  // token_embd when tied
+  bool output_is_tied() const { return output_tied_; }
+  const std::vector<float>& output_norm() const { return output_norm_; }
+  const std::vector<float>& rope_freq_factors() const { return rope_freqs_; }  // empty: none
+
+  uint64_t weight_bytes() const;
+  // f32 K and V of one token over all layers.
+  uint64_t kv_bytes_per_token() const;
+
+ private:
+  explicit Model(gguf::File file) : file_(std::move(file)) {}
+  gguf::File file_;
+  ModelConfig config_;
+  std::unique_ptr<Tokenizer> tokenizer_;
+  WeightView token_embd_, output_;
+  bool output_tied_ = false;
+  std::vector<float> output_norm_, rope_freqs_;
+  std::vector<LayerWeights> layers_;
+};
+
+}  // namespace kvslim

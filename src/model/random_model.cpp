@@ -1,0 +1,124 @@
+#include "model/random_model.h"
+
+#include <cmath>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "gguf/gguf.h"
+#include "model/byte_vocab.h"
+#include "util/error.h"
+#include "util/thread_pool.h"
+
+namespace kvslim {
+
+namespace {
+
+void validate(const RandomModelSpec& spec) {
+  const ModelConfig& c = spec.config;
+  if (c.n_layers < 1 || c.dim < 1 || c.ffn_dim < 1 || c.n_heads < 1 || c.n_kv_heads < 1)
+    fail("layers, dim, ffn, heads and kv-heads must all be >= 1");
+  if (c.n_heads % c.n_kv_heads != 0) fail("--heads {} is not a multiple of --kv-heads {}", c.n_heads, c.n_kv_heads);
+  if (c.dim % c.n_heads != 0) fail("--dim {} is not a multiple of --heads {}", c.dim, c.n_heads);
+  if (c.head_dim % 2 != 0) fail("the head size dim/heads = {} must be even for RoPE", c.head_dim);
+  if (spec.type == DType::Q8_0 && (c.dim % kQ8Block != 0 || c.ffn_dim % kQ8Block != 0 || c.q_dim() % kQ8Block != 0))
+    fail("q8_0 needs dim, ffn and heads*head_dim to be multiples of {}", kQ8Block);
+  if (c.context_length < 1) fail("--ctx must be >= 1");
+  if (!(c.rope_base > 0)) fail("--rope-base must be > 0");
+}
+
+// Uniform weights with standard deviation 1/sqrt(cols), so activations stay O(1) through the
+// layers. Each row has its own generator, so the file does not depend on the thread count.
+std::vector<uint8_t> random_matrix(DType type, int64_t rows, int64_t cols, uint64_t seed, ThreadPool& pool) {
+  const size_t bytes_per_row = row_bytes(type, cols);
+  std::vector<uint8_t> bytes(bytes_per_row * rows);
+  const float half_width = std::sqrt(3.0f / float(cols));
+  pool.parallel_for(rows, [&](int64_t begin, int64_t end) {
+    std::vector<float> row(cols);
+    for (int64_t r = begin; r < end; ++r) {
+      std::mt19937_64 rng(seed * 0x9E3779B97F4A7C15ull + uint64_t(r));
+      for (auto& x : row) x = (float(rng() >> 40) * 0x1.0p-24f * 2.0f - 1.0f) * half_width;
+      convert_from_f32(row.data(), type, bytes.data() + r * bytes_per_row, cols);
+    }
+  });
+  return bytes;
+}
+
+std::vector<uint8_t> f32_bytes(const std::vector<float>& values) {
+  const auto* p = reinterpret_cast<const uint8_t*>(values.data());
+  return std::vector<uint8_t>(p, p + values.size() * sizeof(float));
+}
+
+// Norm weights near 1 and small biases, varied so tests notice a weight that is ignored.
+std::vector<float> random_vector(int64_t n, float center, float spread, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<float> v(n);
+  for (auto& x : v) x = center + spread * (float(rng() >> 40) * 0x1.0p-24f * 2.0f - 1.0f);
+  return v;
+}
+
+// Copies the tokenizer.* keys of `vocab_path` (or the built-in byte vocabulary when empty) and
+// returns the vocabulary size.
+int copy_vocab(const std::string& vocab_path, gguf::Writer& w) {
+  if (vocab_path.empty()) return add_byte_vocab(w);
+  const gguf::File vocab = gguf::File::open(vocab_path);
+  const size_t n_tokens = vocab.get_string_array("tokenizer.ggml.tokens").size();
+  if (n_tokens == 0) fail("{}: tokenizer.ggml.tokens is empty", vocab_path);
+  for (const auto& entry : vocab.metadata())
+    if (entry.key.rfind("tokenizer.", 0) == 0) w.set(entry.key, entry.value);
+  return int(n_tokens);
+}
+
+}  // namespace
+
+void write_random_model(const RandomModelSpec& spec, const std::string& vocab_path, const std::string& out_path) {
+  RandomModelSpec s = spec;
+  ModelConfig& c = s.config;
+  c.head_dim = c.n_heads > 0 ? c.dim / c.n_heads : 0;
+  c.n_rot = c.head_dim;
+  validate(s);
+
+  gguf::Writer w;
+  c.n_vocab = copy_vocab(vocab_path, w);
+  c.to_gguf(w);
+  w.set("general.name", gguf::Value::of_string("kvslim random model"));
+
+  ThreadPool pool;
+  uint64_t tensor_seed = s.seed * 1000003;
+  const uint32_t type_id = ggml_type_id(s.type);
+  auto matrix = [&](const std::string& name, int64_t cols, int64_t rows) {
+    w.add_tensor(name, type_id, {uint64_t(cols), uint64_t(rows)}, random_matrix(s.type, rows, cols, ++tensor_seed, pool));
+  };
+  auto vector = [&](const std::string& name, int64_t n, float center, float spread) {
+    w.add_tensor(name, ggml_type_id(DType::F32), {uint64_t(n)}, f32_bytes(random_vector(n, center, spread, ++tensor_seed)));
+  };
+
+  matrix("token_embd.weight", c.dim, c.n_vocab);
+  vector("output_norm.weight", c.dim, 1.0f, 0.1f);
+  if (!s.tied_output) matrix("output.weight", c.dim, c.n_vocab);
+  if (s.rope_freqs) vector("rope_freqs.weight", c.n_rot / 2, 2.0f, 1.0f);
+  for (int l = 0; l < c.n_layers; ++l) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    vector(p + "attn_norm.weight", c.dim, 1.0f, 0.1f);
+    matrix(p + "attn_q.weight", c.dim, c.q_dim());
+    matrix(p + "attn_k.weight", c.dim, c.kv_dim());
+    matrix(p + "attn_v.weight", c.dim, c.kv_dim());
+    matrix(p + "attn_output.weight", c.q_dim(), c.dim);
+    if (c.has_qkv_bias()) {
+      vector(p + "attn_q.bias", c.q_dim(), 0.0f, 0.1f);
+      vector(p + "attn_k.bias", c.kv_dim(), 0.0f, 0.1f);
+      vector(p + "attn_v.bias", c.kv_dim(), 0.0f, 0.1f);
+    }
+    if (c.has_qk_norm()) {
+      vector(p + "attn_q_norm.weight", c.head_dim, 1.0f, 0.1f);
+      vector(p + "attn_k_norm.weight", c.head_dim, 1.0f, 0.1f);
+    }
+    vector(p + "ffn_norm.weight", c.dim, 1.0f, 0.1f);
+    matrix(p + "ffn_gate.weight", c.dim, c.ffn_dim);
+    matrix(p + "ffn_up.weight", c.dim, c.ffn_dim);
+    matrix(p + "ffn_down.weight", c.ffn_dim, c.dim);
+  }
+  w.write(out_path);
+}
+
+}  // namespace kvslim

@@ -1,0 +1,25 @@
+// Writes a llama-family GGUF model with random weights: the models tests and benchmarks run on
+// (no pretrained weights can be downloaded here). The tokenizer is copied from a vocab GGUF, or
+// is the built-in byte vocabulary when vocab_path is empty.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "model/config.h"
+#include "tensor/dtype.h"
+
+namespace kvslim {
+
+struct RandomModelSpec {
+  ModelConfig config;          // n_vocab is taken from the vocabulary file
+  DType type = DType::F16;     // type of every matrix; norms and biases stay f32
+  bool tied_output = false;    // omit output.weight (the embedding is reused)
+  bool rope_freqs = false;     // write a rope_freqs.weight factor tensor (Llama 3.1 style)
+  uint64_t seed = 1;
+};
+
+// Throws kvslim::Error for an inconsistent shape or an unreadable vocabulary file.
+void write_random_model(const RandomModelSpec& spec, const std::string& vocab_path, const std::string& out_path);
+
+}  // namespace kvslim

@@ -1,0 +1,45 @@
+// The numeric kernels of the forward pass. All take and produce f32 activations; weights are
+// read in their stored type. Kernels that take a ThreadPool split their work across it.
+#pragma once
+
+#include <cstdint>
+
+#include "tensor/dtype.h"
+#include "util/thread_pool.h"
+
+namespace kvslim {
+
+// y[r] = sum_c W[r][c] * x[c] for every row r. x has W.cols floats, y has W.rows floats.
+// Decode's hot path: allocation-free after the first call on a thread.
+void matvec(const WeightView& w, const float* x, float* y, ThreadPool& pool);
+
+// Y[t][r] = sum_c W[r][c] * X[t][c] for t < n. X is n x W.cols, Y is n x W.rows (row-major).
+void matmul(const WeightView& w, const float* x, int64_t n, float* y, ThreadPool& pool);
+
+// y = x / sqrt(mean(x^2) + eps) * weight
+void rmsnorm(const float* x, const float* weight, float* y, int64_t n, float eps);
+
+// x = softmax(x), numerically stable (max subtracted).
+void softmax_inplace(float* x, int64_t n);
+
+// out[i] = silu(gate[i]) * up[i]
+void swiglu(const float* gate, const float* up, float* out, int64_t n);
+
+void add_inplace(float* y, const float* x, int64_t n);       // y += x
+void axpy(float a, const float* x, float* y, int64_t n);      // y += a * x
+float dot(const float* a, const float* b, int64_t n);
+
+// Rotary position embedding of `n_heads` consecutive vectors of `head_dim` floats at position
+// `pos`. Only the first `n_rot` dims of each head rotate. Pairing: adjacent (x[2i], x[2i+1]) for
+// `llama` (neox = false); split halves (x[i], x[i + n_rot/2]) for `qwen2`/`qwen3` (neox = true).
+// theta_i = pos * base^(-2i/n_rot) / freq_factors[i] (freq_factors may be null: all 1).
+struct RopeConfig {
+  int head_dim = 0;
+  int n_rot = 0;
+  float base = 10000.0f;
+  bool neox = false;
+  const float* freq_factors = nullptr;  // n_rot/2 entries (Llama 3.1's rope_freqs.weight)
+};
+void rope_inplace(float* x, int n_heads, int64_t pos, const RopeConfig& config);
+
+}  // namespace kvslim

@@ -1,0 +1,127 @@
+// The `kvslim` command end to end: outputs of each subcommand and one-line errors on bad input.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <fstream>
+
+#include "test_models.h"
+
+namespace kvslim {
+namespace {
+
+struct Run {
+  int exit_code;
+  std::string out;  // stdout
+  std::string err;  // stderr
+};
+
+Run run(const std::string& args) {
+  const std::string err_path = testing::temp_path("stderr.txt");
+  const std::string cmd = std::string(KVSLIM_BINARY) + " " + args + " 2>" + err_path;
+  FILE* pipe = popen(cmd.c_str(), "r");
+  std::string out;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) out.append(buf.data(), n);
+  const int status = pclose(pipe);
+  std::ifstream in(err_path);
+  std::string err((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), out, err};
+}
+
+// A failed command prints exactly one line, starting with "error:" and containing `needle`.
+void expect_clean_error(const Run& r, const std::string& needle) {
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_EQ(r.err.rfind("error: ", 0), 0u) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;
+}
+
+std::string tiny_model() { return testing::make_model(testing::TinyModel{}); }
+
+TEST(Cli, GenerateJsonHasEveryField) {
+  const Run r = run("generate -m " + tiny_model() + " -p 'the cat' -n 5 --temp 0 --json --threads 2");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  for (const char* key : {"text", "n_prompt", "n_generated", "prefill_ms", "decode_ms", "prefill_tok_s", "decode_tok_s",
+                          "kv_bytes_peak", "kv_bytes_final", "token_ids"})
+    EXPECT_TRUE(j.contains(key)) << key;
+  EXPECT_LE(j["n_generated"].get<int>(), 5);
+  EXPECT_EQ(j["token_ids"].size(), j["n_generated"].get<size_t>());
+  EXPECT_GT(j["kv_bytes_peak"].get<uint64_t>(), 0u);
+}
+
+TEST(Cli, GenerateIsDeterministicForASeed) {
+  const std::string args = "generate -m " + tiny_model() + " -p 'the cat' -n 8 --temp 1.5 --seed 9 --json";
+  const auto a = nlohmann::json::parse(run(args).out), b = nlohmann::json::parse(run(args).out);
+  EXPECT_EQ(a["token_ids"], b["token_ids"]);
+}
+
+TEST(Cli, TokenizePrintsIdsOnOneLine) {
+  const Run r = run("tokenize -m " + testing::tiny_vocab() + " -p 'the cat' --bos");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out.rfind("1 ", 0), 0u) << r.out;  // BOS first
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1);
+}
+
+TEST(Cli, InfoJsonDescribesTheModel) {
+  const Run r = run("info " + tiny_model() + " --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["architecture"], "llama");
+  EXPECT_EQ(j["layers"], 2);
+  EXPECT_EQ(j["kv_bytes_per_token"], 2 * 2 * 2 * 16 * 4);  // layers * (K,V) * kv_heads * head_dim * 4 bytes
+}
+
+TEST(Cli, BenchJsonReportsMedians) {
+  const Run r = run("bench -m " + tiny_model() + " --prompt-lengths 16,32 --context-lengths 16 --reps 3 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["prefill"].size(), 2u);
+  ASSERT_EQ(j["decode"].size(), 1u);
+  const auto& s = j["prefill"][0]["tok_s"];
+  EXPECT_LE(s["min"].get<double>(), s["median"].get<double>());
+  EXPECT_LE(s["median"].get<double>(), s["max"].get<double>());
+}
+
+TEST(Cli, MissingModelFileIsOneClearLine) {
+  expect_clean_error(run("generate -m /nonexistent/model.gguf -p hi"), "/nonexistent/model.gguf");
+}
+
+TEST(Cli, CorruptModelFileIsOneClearLine) {
+  const std::string path = testing::temp_path("corrupt.gguf");
+  std::ofstream(path) << "GGUF this is not a model";
+  expect_clean_error(run("info " + path), "corrupt.gguf");
+}
+
+TEST(Cli, PromptLongerThanContextIsRefused) {
+  expect_clean_error(run("generate -m " + tiny_model() + " -p 'the cat the cat the cat' --ctx 4"), "context");
+}
+
+TEST(Cli, UnknownArchitectureAndTypeAreRefused) {
+  const std::string common = " --vocab-from " + testing::tiny_vocab() + " -o " + testing::temp_path("x.gguf");
+  expect_clean_error(run("init-model --arch gpt5" + common), "gpt5");
+  expect_clean_error(run("init-model --type q4_k" + common), "q4_k");
+}
+
+TEST(Cli, BadNumbersAreRefused) {
+  expect_clean_error(run("generate -m " + tiny_model() + " -p hi --batch 0"), "--batch");
+  expect_clean_error(run("generate -m " + tiny_model() + " -p hi --top-p 2"), "--top-p");
+  expect_clean_error(run("bench -m " + tiny_model() + " --reps 0"), "--reps");
+}
+
+TEST(Cli, MissingPromptIsRefused) { expect_clean_error(run("generate -m " + tiny_model()), "-p"); }
+
+TEST(Cli, EverySubcommandHasHelp) {
+  for (const char* sub : {"info", "tokenize", "generate", "init-model", "bench"}) {
+    const Run r = run(std::string(sub) + " --help");
+    EXPECT_EQ(r.exit_code, 0) << sub;
+    EXPECT_NE(r.out.find("Usage"), std::string::npos) << sub;
+  }
+}
+
+}  // namespace
+}  // namespace kvslim

@@ -1,0 +1,299 @@
+// The optimised forward pass against a plain double-precision reference written here, for
+// every architecture and tensor type; chunked = whole = token-by-token prefill; 1 vs 2 threads.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "engine/session.h"
+#include "kv/dense_cache.h"
+#include "model/forward.h"
+#include "model/model.h"
+#include "test_models.h"
+
+namespace kvslim {
+namespace {
+
+using testing::make_model;
+using testing::TinyModel;
+using Vec = std::vector<double>;
+
+// ---- the reference: every weight dequantised to double, loops written out ----
+
+struct RefTensor {
+  Vec data;
+  int64_t rows = 0, cols = 0;
+};
+
+RefTensor load(const gguf::File& f, const std::string& name) {
+  const gguf::TensorInfo* t = f.find_tensor(name);
+  if (!t) return {};
+  RefTensor r;
+  r.cols = int64_t(t->dims[0]);
+  r.rows = t->dims.size() > 1 ? int64_t(t->dims[1]) : 1;
+  std::vector<float> row(r.cols);
+  const DType type = dtype_from_ggml(t->type);
+  for (int64_t i = 0; i < r.rows; ++i) {
+    convert_to_f32(type, f.tensor_data(*t) + i * row_bytes(type, r.cols), row.data(), r.cols);
+    r.data.insert(r.data.end(), row.begin(), row.end());
+  }
+  return r;
+}
+
+Vec matvec_ref(const RefTensor& w, const Vec& x) {
+  Vec y(w.rows, 0.0);
+  for (int64_t r = 0; r < w.rows; ++r)
+    for (int64_t c = 0; c < w.cols; ++c) y[r] += w.data[r * w.cols + c] * x[c];
+  return y;
+}
+
+Vec rmsnorm_ref(const Vec& x, const Vec& w, double eps) {
+  double ss = 0;
+  for (double v : x) ss += v * v;
+  const double inv = 1.0 / std::sqrt(ss / x.size() + eps);
+  Vec y(x.size());
+  for (size_t i = 0; i < x.size(); ++i) y[i] = x[i] * inv * w[i];
+  return y;
+}
+
+// Rotates head vectors in place: adjacent pairs for llama, split halves for qwen2/qwen3.
+void rope_ref(double* head, int n_rot, double base, int64_t pos, bool neox, const Vec& factors) {
+  for (int i = 0; i < n_rot / 2; ++i) {
+    double freq = std::pow(base, -2.0 * i / n_rot);
+    if (!factors.empty()) freq /= factors[i];
+    const double a = pos * freq, c = std::cos(a), s = std::sin(a);
+    double& x0 = neox ? head[i] : head[2 * i];
+    double& x1 = neox ? head[i + n_rot / 2] : head[2 * i + 1];
+    const double r0 = x0 * c - x1 * s, r1 = x0 * s + x1 * c;
+    x0 = r0;
+    x1 = r1;
+  }
+}
+
+// Logits of every position of `tokens`, [n][n_vocab].
+std::vector<Vec> reference_logits(const std::string& path, const std::vector<int32_t>& tokens) {
+  const gguf::File f = gguf::File::open(path);
+  const ModelConfig c = ModelConfig::from_gguf(f);
+  const bool neox = c.arch != Arch::Llama;
+  const int hd = c.head_dim, group = c.n_heads / c.n_kv_heads;
+  const double eps = c.rms_eps;
+  const RefTensor embd = load(f, "token_embd.weight");
+  RefTensor out = load(f, "output.weight");
+  if (out.rows == 0) out = embd;
+  const Vec factors = load(f, "rope_freqs.weight").data;
+  const size_t n = tokens.size();
+
+  std::vector<Vec> x(n);
+  for (size_t t = 0; t < n; ++t) x[t] = Vec(embd.data.begin() + tokens[t] * c.dim, embd.data.begin() + (tokens[t] + 1) * c.dim);
+  for (int l = 0; l < c.n_layers; ++l) {
+    auto w = [&](const char* name) { return load(f, fmt::format("blk.{}.{}", l, name)); };
+    const RefTensor attn_norm = w("attn_norm.weight"), wq = w("attn_q.weight"), wk = w("attn_k.weight"),
+                    wv = w("attn_v.weight"), wo = w("attn_output.weight"), bq = w("attn_q.bias"),
+                    bk = w("attn_k.bias"), bv = w("attn_v.bias"), qn = w("attn_q_norm.weight"),
+                    kn = w("attn_k_norm.weight"), ffn_norm = w("ffn_norm.weight"), wg = w("ffn_gate.weight"),
+                    wu = w("ffn_up.weight"), wd = w("ffn_down.weight");
+    std::vector<Vec> q(n), k(n), v(n);
+    for (size_t t = 0; t < n; ++t) {
+      const Vec h = rmsnorm_ref(x[t], attn_norm.data, eps);
+      q[t] = matvec_ref(wq, h);
+      k[t] = matvec_ref(wk, h);
+      v[t] = matvec_ref(wv, h);
+      for (size_t i = 0; i < bq.data.size(); ++i) q[t][i] += bq.data[i];
+      for (size_t i = 0; i < bk.data.size(); ++i) k[t][i] += bk.data[i];
+      for (size_t i = 0; i < bv.data.size(); ++i) v[t][i] += bv.data[i];
+      for (int h2 = 0; h2 < c.n_heads; ++h2) {
+        if (!qn.data.empty()) {
+          const Vec normed = rmsnorm_ref(Vec(q[t].begin() + h2 * hd, q[t].begin() + (h2 + 1) * hd), qn.data, eps);
+          std::copy(normed.begin(), normed.end(), q[t].begin() + h2 * hd);
+        }
+        rope_ref(&q[t][h2 * hd], c.n_rot, c.rope_base, int64_t(t), neox, factors);
+      }
+      for (int h2 = 0; h2 < c.n_kv_heads; ++h2) {
+        if (!kn.data.empty()) {
+          const Vec normed = rmsnorm_ref(Vec(k[t].begin() + h2 * hd, k[t].begin() + (h2 + 1) * hd), kn.data, eps);
+          std::copy(normed.begin(), normed.end(), k[t].begin() + h2 * hd);
+        }
+        rope_ref(&k[t][h2 * hd], c.n_rot, c.rope_base, int64_t(t), neox, factors);
+      }
+    }
+    for (size_t t = 0; t < n; ++t) {
+      Vec attn(c.n_heads * hd, 0.0);
+      for (int h2 = 0; h2 < c.n_heads; ++h2) {
+        const int kvh = h2 / group;
+        Vec p(t + 1);
+        double mx = -1e300;
+        for (size_t j = 0; j <= t; ++j) {
+          double s = 0;
+          for (int d = 0; d < hd; ++d) s += q[t][h2 * hd + d] * k[j][kvh * hd + d];
+          p[j] = s / std::sqrt(double(hd));
+          mx = std::max(mx, p[j]);
+        }
+        double sum = 0;
+        for (double& e : p) sum += e = std::exp(e - mx);
+        for (size_t j = 0; j <= t; ++j)
+          for (int d = 0; d < hd; ++d) attn[h2 * hd + d] += p[j] / sum * v[j][kvh * hd + d];
+      }
+      const Vec o = matvec_ref(wo, attn);
+      for (int i = 0; i < c.dim; ++i) x[t][i] += o[i];
+      const Vec h = rmsnorm_ref(x[t], ffn_norm.data, eps);
+      const Vec g = matvec_ref(wg, h), u = matvec_ref(wu, h);
+      Vec act(c.ffn_dim);
+      for (int i = 0; i < c.ffn_dim; ++i) act[i] = g[i] / (1.0 + std::exp(-g[i])) * u[i];
+      const Vec down = matvec_ref(wd, act);
+      for (int i = 0; i < c.dim; ++i) x[t][i] += down[i];
+    }
+  }
+  const Vec out_norm = load(f, "output_norm.weight").data;
+  std::vector<Vec> logits(n);
+  for (size_t t = 0; t < n; ++t) logits[t] = matvec_ref(out, rmsnorm_ref(x[t], out_norm, eps));
+  return logits;
+}
+
+// ---- the engine under test ----
+
+std::vector<int32_t> test_tokens(int n, int n_vocab) {
+  std::vector<int32_t> t(n);
+  for (int i = 0; i < n; ++i) t[i] = (i * 37 + 11) % n_vocab;
+  return t;
+}
+
+// All logits of a prompt run as blocks of `block` tokens.
+std::vector<float> engine_logits(const Model& model, const std::vector<int32_t>& tokens, int block, int threads) {
+  ThreadPool pool(threads);
+  DenseKvCache cache(model.config(), int64_t(tokens.size()));
+  Forward forward(model, block);
+  const int n_vocab = model.config().n_vocab;
+  std::vector<float> all;
+  for (size_t start = 0; start < tokens.size(); start += block) {
+    const int n = int(std::min<size_t>(block, tokens.size() - start));
+    const float* logits = forward.run(tokens.data() + start, n, int64_t(start), cache, pool, true);
+    all.insert(all.end(), logits, logits + int64_t(n) * n_vocab);
+  }
+  return all;
+}
+
+// max |engine - reference| / max |reference| over every logit of every position.
+double relative_error(const std::vector<float>& got, const std::vector<Vec>& want) {
+  double err = 0, scale = 0;
+  const size_t n_vocab = want[0].size();
+  for (size_t t = 0; t < want.size(); ++t)
+    for (size_t i = 0; i < n_vocab; ++i) {
+      err = std::max(err, std::abs(got[t * n_vocab + i] - want[t][i]));
+      scale = std::max(scale, std::abs(want[t][i]));
+    }
+  return err / scale;
+}
+
+struct Case {
+  TinyModel model;
+  double tolerance;
+};
+
+std::string case_name(const ::testing::TestParamInfo<Case>& info) {
+  const TinyModel& m = info.param.model;
+  return fmt::format("{}_{}_G{}{}{}", arch_name(m.arch), dtype_name(m.type), m.heads / m.kv_heads, m.tied ? "_tied" : "",
+                     m.rope_freqs ? "_ropefreqs" : "");
+}
+
+class ForwardVsReference : public ::testing::TestWithParam<Case> {};
+
+TEST_P(ForwardVsReference, LogitsAgreeWithDoublePrecisionReference) {
+  const std::string path = make_model(GetParam().model);
+  const auto model = Model::load(path);
+  const auto tokens = test_tokens(23, model->config().n_vocab);
+  const auto want = reference_logits(path, tokens);
+  // Prefill blocks (matrix-matrix path) and one-token decode (matrix-vector path) both checked.
+  EXPECT_LT(relative_error(engine_logits(*model, tokens, 8, 2), want), GetParam().tolerance);
+  EXPECT_LT(relative_error(engine_logits(*model, tokens, 1, 2), want), GetParam().tolerance);
+}
+
+TinyModel tm(Arch arch, DType type, int heads = 4, int kv_heads = 2, bool tied = false, bool rope_freqs = false) {
+  TinyModel m;
+  m.arch = arch;
+  m.type = type;
+  m.heads = heads;
+  m.kv_heads = kv_heads;
+  m.tied = tied;
+  m.rope_freqs = rope_freqs;
+  return m;
+}
+
+// Float weights: only f32 rounding of activations separates engine and reference. Q8_0: the
+// matrix-vector path also quantises activations to 8 bits (as ggml does), hence 1e-2.
+INSTANTIATE_TEST_SUITE_P(
+    AllArchitecturesAndTypes, ForwardVsReference,
+    ::testing::Values(Case{tm(Arch::Llama, DType::F32), 1e-4}, Case{tm(Arch::Llama, DType::F16), 1e-4},
+                      Case{tm(Arch::Llama, DType::BF16), 1e-4}, Case{tm(Arch::Llama, DType::Q8_0), 2e-2},
+                      Case{tm(Arch::Qwen2, DType::F32), 1e-4}, Case{tm(Arch::Qwen2, DType::F16), 1e-4},
+                      Case{tm(Arch::Qwen2, DType::BF16), 1e-4}, Case{tm(Arch::Qwen2, DType::Q8_0), 2e-2},
+                      Case{tm(Arch::Qwen3, DType::F32), 1e-4}, Case{tm(Arch::Qwen3, DType::F16), 1e-4},
+                      Case{tm(Arch::Qwen3, DType::BF16), 1e-4}, Case{tm(Arch::Qwen3, DType::Q8_0), 2e-2},
+                      Case{tm(Arch::Llama, DType::F32, 4, 4), 1e-4}, Case{tm(Arch::Llama, DType::F32, 4, 1), 1e-4},
+                      Case{tm(Arch::Llama, DType::F16, 4, 2, true, true), 1e-4}),
+    case_name);
+
+TEST(Forward, ChunkedWholeAndTokenByTokenPrefillAgree) {
+  const auto model = Model::load(make_model(tm(Arch::Llama, DType::F16)));
+  const auto tokens = test_tokens(40, model->config().n_vocab);
+  const auto whole = engine_logits(*model, tokens, 40, 2);
+  for (int block : {1, 7, 16}) {
+    const auto chunked = engine_logits(*model, tokens, block, 2);
+    ASSERT_EQ(chunked.size(), whole.size());
+    double err = 0, scale = 0;
+    for (size_t i = 0; i < whole.size(); ++i) {
+      err = std::max(err, double(std::abs(chunked[i] - whole[i])));
+      scale = std::max(scale, double(std::abs(whole[i])));
+    }
+    EXPECT_LT(err / scale, 1e-5) << "block " << block;
+  }
+}
+
+TEST(Forward, OneAndTwoThreadsGiveIdenticalLogits) {
+  const auto model = Model::load(make_model(tm(Arch::Qwen2, DType::Q8_0)));
+  const auto tokens = test_tokens(30, model->config().n_vocab);
+  for (int block : {1, 8}) EXPECT_EQ(engine_logits(*model, tokens, block, 1), engine_logits(*model, tokens, block, 2));
+}
+
+TEST(Forward, TokenOutsideVocabularyIsAnError) {
+  const auto model = Model::load(make_model(tm(Arch::Llama, DType::F32)));
+  ThreadPool pool(1);
+  DenseKvCache cache(model->config(), 4);
+  Forward forward(*model, 4);
+  const int32_t bad = model->config().n_vocab;
+  EXPECT_THROW(forward.run(&bad, 1, 0, cache, pool), Error);
+}
+
+TEST(Session, PromptLongerThanContextIsRefused) {
+  const auto model = Model::load(make_model(tm(Arch::Llama, DType::F32)));
+  ThreadPool pool(1);
+  EngineOptions options;
+  options.context = 8;
+  GenerateRequest request;
+  request.prompt = test_tokens(9, model->config().n_vocab);
+  try {
+    generate(*model, pool, options, request);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("context"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Session, GenerationStopsAtTheContextAndReportsKvBytes) {
+  const auto model = Model::load(make_model(tm(Arch::Llama, DType::F32)));
+  ThreadPool pool(2);
+  EngineOptions options;
+  options.context = 12;
+  GenerateRequest request;
+  request.prompt = test_tokens(5, model->config().n_vocab);
+  request.n_predict = 100;
+  request.sampling.temperature = 0;
+  const GenerateResult r = generate(*model, pool, options, request);
+  if (r.stop_reason == "eos") GTEST_SKIP() << "the random model chose EOS first";
+  EXPECT_EQ(r.stop_reason, "context");
+  EXPECT_EQ(r.tokens.size(), 8u);  // 5 prompt + 7 decoded fill 12 slots; the 8th sample needs no slot
+  const uint64_t per_token = model->kv_bytes_per_token();
+  EXPECT_EQ(r.kv_bytes_final, 12 * per_token);
+  EXPECT_EQ(r.kv_bytes_peak, 12 * per_token);
+}
+
+}  // namespace
+}  // namespace kvslim

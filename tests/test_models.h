@@ -1,0 +1,63 @@
+// Small models for tests: a tiny SentencePiece-style vocabulary written with our GGUF writer,
+// and random-weight models built on it, in a per-process temporary directory.
+#pragma once
+
+#include <filesystem>
+#include <string>
+
+#include <unistd.h>
+
+#include "gguf/gguf.h"
+#include "model/byte_vocab.h"
+#include "model/random_model.h"
+
+namespace kvslim::testing {
+
+inline std::string temp_path(const std::string& name) {
+  const auto dir = std::filesystem::temp_directory_path() / ("kvslim-tests-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  return (dir / name).string();
+}
+
+// The built-in byte vocabulary as a vocab-only GGUF file.
+inline std::string tiny_vocab() {
+  const std::string path = temp_path("tiny-vocab.gguf");
+  if (std::filesystem::exists(path)) return path;
+  gguf::Writer w;
+  w.set("general.architecture", gguf::Value::of_string("llama"));
+  add_byte_vocab(w);
+  w.write(path);
+  return path;
+}
+
+struct TinyModel {
+  Arch arch = Arch::Llama;
+  DType type = DType::F32;
+  int layers = 2, dim = 64, heads = 4, kv_heads = 2, ffn = 96;
+  bool tied = false;
+  bool rope_freqs = false;
+  uint64_t seed = 7;
+};
+
+inline std::string make_model(const TinyModel& m) {
+  const std::string path = temp_path(fmt::format("model-{}-{}-{}-{}-{}-{}-{}-{}-{}-{}.gguf", arch_name(m.arch),
+                                                 dtype_name(m.type), m.layers, m.dim, m.heads, m.kv_heads, m.ffn,
+                                                 m.tied, m.rope_freqs, m.seed));
+  if (std::filesystem::exists(path)) return path;
+  RandomModelSpec spec;
+  spec.config.arch = m.arch;
+  spec.config.n_layers = m.layers;
+  spec.config.dim = m.dim;
+  spec.config.n_heads = m.heads;
+  spec.config.n_kv_heads = m.kv_heads;
+  spec.config.ffn_dim = m.ffn;
+  spec.config.context_length = 512;
+  spec.type = m.type;
+  spec.tied_output = m.tied;
+  spec.rope_freqs = m.rope_freqs;
+  spec.seed = m.seed;
+  write_random_model(spec, tiny_vocab(), path);
+  return path;
+}
+
+}  // namespace kvslim::testing
