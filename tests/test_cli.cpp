@@ -12,13 +12,13 @@
 namespace kvslim {
 namespace {
 
-struct Run {
+struct CommandResult {
   int exit_code;
   std::string out;  // stdout
   std::string err;  // stderr
 };
 
-Run run(const std::string& args) {
+CommandResult run(const std::string& args) {
   const std::string err_path = testing::temp_path("stderr.txt");
   const std::string cmd = std::string(KVSLIM_BINARY) + " " + args + " 2>" + err_path;
   FILE* pipe = popen(cmd.c_str(), "r");
@@ -33,7 +33,7 @@ Run run(const std::string& args) {
 }
 
 // A failed command prints exactly one line, starting with "error:" and containing `needle`.
-void expect_clean_error(const Run& r, const std::string& needle) {
+void expect_clean_error(const CommandResult& r, const std::string& needle) {
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_EQ(r.err.rfind("error: ", 0), 0u) << r.err;
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
@@ -43,7 +43,7 @@ void expect_clean_error(const Run& r, const std::string& needle) {
 std::string tiny_model() { return testing::make_model(testing::TinyModel{}); }
 
 TEST(Cli, GenerateJsonHasEveryField) {
-  const Run r = run("generate -m " + tiny_model() + " -p 'the cat' -n 5 --temp 0 --json --threads 2");
+  const CommandResult r = run("generate -m " + tiny_model() + " -p 'the cat' -n 5 --temp 0 --json --threads 2");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
   for (const char* key : {"text", "n_prompt", "n_generated", "prefill_ms", "decode_ms", "prefill_tok_s", "decode_tok_s",
@@ -61,14 +61,14 @@ TEST(Cli, GenerateIsDeterministicForASeed) {
 }
 
 TEST(Cli, TokenizePrintsIdsOnOneLine) {
-  const Run r = run("tokenize -m " + testing::tiny_vocab() + " -p 'the cat' --bos");
+  const CommandResult r = run("tokenize -m " + testing::tiny_vocab() + " -p 'the cat' --bos");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out.rfind("1 ", 0), 0u) << r.out;  // BOS first
   EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1);
 }
 
 TEST(Cli, InfoJsonDescribesTheModel) {
-  const Run r = run("info " + tiny_model() + " --json");
+  const CommandResult r = run("info " + tiny_model() + " --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["architecture"], "llama");
@@ -77,7 +77,7 @@ TEST(Cli, InfoJsonDescribesTheModel) {
 }
 
 TEST(Cli, BenchJsonReportsMedians) {
-  const Run r = run("bench -m " + tiny_model() + " --prompt-lengths 16,32 --context-lengths 16 --reps 3 --json");
+  const CommandResult r = run("bench -m " + tiny_model() + " --prompt-lengths 16,32 --context-lengths 16 --reps 3 --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
   ASSERT_EQ(j["prefill"].size(), 2u);
@@ -117,7 +117,7 @@ TEST(Cli, MissingPromptIsRefused) { expect_clean_error(run("generate -m " + tiny
 
 TEST(Cli, EverySubcommandHasHelp) {
   for (const char* sub : {"info", "tokenize", "generate", "init-model", "bench"}) {
-    const Run r = run(std::string(sub) + " --help");
+    const CommandResult r = run(std::string(sub) + " --help");
     EXPECT_EQ(r.exit_code, 0) << sub;
     EXPECT_NE(r.out.find("Usage"), std::string::npos) << sub;
   }

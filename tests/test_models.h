@@ -2,6 +2,8 @@
 // and random-weight models built on it, in a per-process temporary directory.
 #pragma once
 
+#include <fmt/format.h>
+
 #include <filesystem>
 #include <string>
 

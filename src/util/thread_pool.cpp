@@ -16,10 +16,10 @@
 namespace kvslim {
 namespace {
 
-// How long an idle worker spins before blocking, and how long the caller spins waiting for the
-// workers before it starts yielding its core.
+// How long an idle worker spins before blocking, and how many pause rounds the caller spins
+// waiting for claimed indices to finish before it starts yielding its core.
 constexpr auto kWorkerSpin = std::chrono::microseconds(300);
-constexpr int kCallerSpinsBeforeYield = 1 << 14;
+constexpr int kCallerSpinsBeforeYield = 2048;
 
 thread_local int tls_job_depth = 0;
 
@@ -27,6 +27,9 @@ struct JobScope {
   JobScope() { ++tls_job_depth; }
   ~JobScope() { --tls_job_depth; }
 };
+
+inline uint32_t word_gen(uint64_t w) { return static_cast<uint32_t>(w >> 32); }
+inline uint32_t word_index(uint64_t w) { return static_cast<uint32_t>(w); }
 
 }  // namespace
 
@@ -36,12 +39,14 @@ ThreadPool::ThreadPool(int n_threads) {
   if (n_threads <= 0) n_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   n_threads_ = n_threads;
   workers_.reserve(static_cast<size_t>(n_threads_ - 1));
-  for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
+  for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this] { worker_loop(); });
 }
 
 ThreadPool::~ThreadPool() {
   stopping_.store(true, std::memory_order_seq_cst);
-  generation_.fetch_add(1, std::memory_order_seq_cst);
+  // A new generation with nothing to claim wakes every worker, which then sees stopping_.
+  job_word_.store((static_cast<uint64_t>(generation_ + 1) << 32) | static_cast<uint32_t>(n_threads_),
+                  std::memory_order_seq_cst);
   {
     std::lock_guard lock(mutex_);
   }
@@ -60,31 +65,42 @@ void ThreadPool::execute(int index) {
   }
 }
 
-void ThreadPool::worker_loop(int index) {
-  uint64_t seen = 0;
+void ThreadPool::run_claimed(uint32_t gen) {
+  uint64_t w = job_word_.load(std::memory_order_acquire);
   for (;;) {
-    uint64_t gen = generation_.load(std::memory_order_acquire);
-    if (gen == seen) {
+    if (word_gen(w) != gen || word_index(w) >= static_cast<uint32_t>(n_threads_)) return;
+    if (job_word_.compare_exchange_weak(w, w + 1, std::memory_order_acq_rel, std::memory_order_acquire)) {
+      execute(static_cast<int>(word_index(w)));
+      pending_.fetch_sub(1, std::memory_order_acq_rel);
+      w = job_word_.load(std::memory_order_acquire);
+    }
+  }
+}
+
+void ThreadPool::worker_loop() {
+  uint32_t seen = 0;
+  for (;;) {
+    uint64_t w = job_word_.load(std::memory_order_acquire);
+    if (word_gen(w) == seen) {
       // Spin for a while: the next dispatch usually follows within microseconds.
-      auto deadline = std::chrono::steady_clock::now() + kWorkerSpin;
+      const auto deadline = std::chrono::steady_clock::now() + kWorkerSpin;
       for (int spins = 1;; ++spins) {
         KVSLIM_CPU_RELAX();
-        gen = generation_.load(std::memory_order_acquire);
-        if (gen != seen) break;
+        w = job_word_.load(std::memory_order_acquire);
+        if (word_gen(w) != seen) break;
         if ((spins & 63) == 0 && std::chrono::steady_clock::now() > deadline) {
           std::unique_lock lock(mutex_);
           sleepers_.fetch_add(1, std::memory_order_seq_cst);
-          wake_cv_.wait(lock, [&] { return generation_.load(std::memory_order_seq_cst) != seen; });
+          wake_cv_.wait(lock, [&] { return word_gen(job_word_.load(std::memory_order_seq_cst)) != seen; });
           sleepers_.fetch_sub(1, std::memory_order_relaxed);
-          gen = generation_.load(std::memory_order_acquire);
+          w = job_word_.load(std::memory_order_acquire);
           break;
         }
       }
     }
-    seen = gen;
+    seen = word_gen(w);
     if (stopping_.load(std::memory_order_acquire)) return;
-    execute(index);
-    pending_.fetch_sub(1, std::memory_order_acq_rel);
+    run_claimed(seen);
   }
 }
 
@@ -97,13 +113,17 @@ void ThreadPool::dispatch(Invoke invoke, void* ctx) {
   std::lock_guard dispatch_lock(dispatch_mutex_);
   invoke_ = invoke;
   ctx_ = ctx;
-  pending_.store(n_threads_ - 1, std::memory_order_relaxed);
-  generation_.fetch_add(1, std::memory_order_seq_cst);  // publishes the job (release)
+  const uint32_t gen = ++generation_;
+  pending_.store(n_threads_, std::memory_order_relaxed);
+  // Index 0 is the caller's: publish the job with index 1 as the next one to claim.
+  job_word_.store((static_cast<uint64_t>(gen) << 32) | 1u, std::memory_order_seq_cst);
   if (sleepers_.load(std::memory_order_seq_cst) > 0) {
     { std::lock_guard lock(mutex_); }
     wake_cv_.notify_all();
   }
   execute(0);
+  pending_.fetch_sub(1, std::memory_order_acq_rel);
+  run_claimed(gen);  // whatever the workers have not picked up yet
   for (int spins = 1; pending_.load(std::memory_order_acquire) != 0; ++spins) {
     if (spins < kCallerSpinsBeforeYield) {
       KVSLIM_CPU_RELAX();

@@ -2,11 +2,14 @@
 // a pool of n threads starts n-1 workers. Dispatch allocates nothing, which keeps the decode
 // hot path allocation-free.
 //
-// Dispatch is low-latency: workers spin briefly on an atomic generation counter after each job
-// (decode issues ~150 dispatches per token) and only then block on a condition variable.
+// Dispatch is low-latency: workers spin briefly on an atomic job word after each job (decode
+// issues ~150 dispatches per token) and only then block on a condition variable. Thread
+// indices are claimed atomically: the caller runs index 0 and then any index no worker has
+// claimed yet, so a descheduled or sleeping worker never stalls a dispatch (which OS thread runs
+// a given index is therefore unspecified; each index runs exactly once).
 // A call to run()/parallel_for() from inside a job of the same or another pool runs the work
 // inline on the calling thread (as a pool of one), so nesting cannot deadlock. An exception
-// thrown by the job on any thread is rethrown by run() on the caller after all threads finish.
+// thrown by the job on any thread is rethrown by run() on the caller after all indices finish.
 #pragma once
 
 #include <atomic>
@@ -69,18 +72,22 @@ class ThreadPool {
  private:
   using Invoke = void (*)(void* ctx, int t, int nt);
   void dispatch(Invoke invoke, void* ctx);
-  void worker_loop(int index);
+  void worker_loop();
+  // Claims and runs indices of job `gen` until none is left; returns when all are claimed.
+  void run_claimed(uint32_t gen);
   void execute(int index);
 
   int n_threads_;
   std::vector<std::thread> workers_;
 
-  // The current job, published by the release increment of generation_.
+  // The current job, published by the release store of job_word_.
   Invoke invoke_ = nullptr;
   void* ctx_ = nullptr;
+  uint32_t generation_ = 0;  // only touched by the dispatching thread
 
-  alignas(64) std::atomic<uint64_t> generation_{0};
-  alignas(64) std::atomic<int> pending_{0};
+  // (generation << 32) | next unclaimed thread index.
+  alignas(64) std::atomic<uint64_t> job_word_{0};
+  alignas(64) std::atomic<int> pending_{0};  // indices not yet finished
   alignas(64) std::atomic<int> sleepers_{0};
   std::atomic<bool> stopping_{false};
 

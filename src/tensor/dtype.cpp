@@ -1,0 +1,262 @@
+// DType tables, scalar fp16/bf16 conversions and bulk conversions to and from f32.
+#include "tensor/dtype.h"
+
+#include <cstring>
+#include <string_view>
+
+#include "tensor/kernels.h"
+#include "util/error.h"
+
+#include "tensor/simd.h"
+
+namespace kvslim {
+namespace {
+
+inline uint32_t f2u(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+inline float u2f(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+const char* ggml_type_label(uint32_t id) {
+  static const char* const kNames[] = {
+      "f32",  "f16",  "q4_0", "q4_1", "q4_2(removed)", "q4_3(removed)", "q5_0", "q5_1",
+      "q8_0", "q8_1", "q2_k", "q3_k", "q4_k",          "q5_k",          "q6_k", "q8_k",
+      "iq2_xxs", "iq2_xs", "iq3_xxs", "iq1_s", "iq4_nl", "iq3_s", "iq2_s", "iq4_xs",
+      "i8",   "i16",  "i32",  "i64",  "f64",           "iq1_m",         "bf16", "q4_0_4_4",
+      "q4_0_4_8", "q4_0_8_8", "tq1_0", "tq2_0"};
+  return id < sizeof(kNames) / sizeof(kNames[0]) ? kNames[id] : "unknown";
+}
+
+}  // namespace
+
+DType dtype_from_ggml(uint32_t type_id) {
+  switch (type_id) {
+    case 0: return DType::F32;
+    case 1: return DType::F16;
+    case 8: return DType::Q8_0;
+    case 30: return DType::BF16;
+    default:
+      fail("unsupported ggml tensor type {} (id {}); kvslim computes with f32, f16, bf16 and q8_0",
+           ggml_type_label(type_id), type_id);
+  }
+}
+
+uint32_t ggml_type_id(DType type) {
+  switch (type) {
+    case DType::F32: return 0;
+    case DType::F16: return 1;
+    case DType::Q8_0: return 8;
+    case DType::BF16: return 30;
+  }
+  fail("invalid DType {}", static_cast<int>(type));
+}
+
+const char* dtype_name(DType type) {
+  switch (type) {
+    case DType::F32: return "f32";
+    case DType::F16: return "f16";
+    case DType::BF16: return "bf16";
+    case DType::Q8_0: return "q8_0";
+  }
+  return "invalid";
+}
+
+DType dtype_from_name(const char* name) {
+  if (name == nullptr) fail("dtype name is null");
+  const std::string_view n(name);
+  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0}) {
+    if (n == dtype_name(t)) return t;
+  }
+  fail("unknown dtype '{}' (expected f32, f16, bf16 or q8_0)", n);
+}
+
+size_t row_bytes(DType type, int64_t n) {
+  if (n < 0) fail("negative row length {}", n);
+  switch (type) {
+    case DType::F32: return static_cast<size_t>(n) * 4;
+    case DType::F16:
+    case DType::BF16: return static_cast<size_t>(n) * 2;
+    case DType::Q8_0:
+      if (n % kQ8Block != 0) fail("q8_0 row length {} is not a multiple of {}", n, kQ8Block);
+      return static_cast<size_t>(n / kQ8Block) * sizeof(BlockQ8_0);
+  }
+  fail("invalid DType {}", static_cast<int>(type));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Scalar conversions.
+
+namespace detail {
+
+float fp16_to_fp32_portable(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  const uint32_t exp = (h >> 10) & 0x1fu;
+  const uint32_t mant = h & 0x3ffu;
+  if (exp == 0x1f) {  // inf, or a nan made quiet (as F16C does)
+    return u2f(sign | 0x7f800000u | (mant != 0 ? 0x400000u : 0u) | (mant << 13));
+  }
+  if (exp == 0) {
+    if (mant == 0) return u2f(sign);
+    return u2f(sign | f2u(static_cast<float>(mant) * 0x1p-24f));  // exact
+  }
+  return u2f(sign | ((exp + 112) << 23) | (mant << 13));
+}
+
+uint16_t fp32_to_fp16_portable(float f) {
+  uint32_t x = f2u(f);
+  const uint16_t sign = static_cast<uint16_t>((x >> 16) & 0x8000u);
+  uint32_t ax = x & 0x7fffffffu;
+  if (ax >= 0x7f800000u) {  // inf or nan: keep the top payload bits, force a quiet nan
+    if (ax > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u | ((ax >> 13) & 0x3ffu));
+    return static_cast<uint16_t>(sign | 0x7c00u);
+  }
+  if (ax >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // >= 65520 rounds to inf
+  if (ax < 0x38800000u) {
+    // Result is subnormal or zero: adding 0.5 aligns the value so that the fp32 adder performs
+    // the round-to-nearest-even at 2^-24 for us.
+    const float r = u2f(ax) + 0.5f;
+    return static_cast<uint16_t>(sign | (f2u(r) - 0x3f000000u));
+  }
+  const uint32_t odd = (ax >> 13) & 1u;
+  ax += 0xc8000fffu + odd;  // rebias the exponent (-112 << 23) and round to nearest even
+  return static_cast<uint16_t>(sign | (ax >> 13));
+}
+
+}  // namespace detail
+
+float fp16_to_fp32(uint16_t h) {
+#if defined(__F16C__)
+  return _cvtsh_ss(h);
+#else
+  return detail::fp16_to_fp32_portable(h);
+#endif
+}
+
+uint16_t fp32_to_fp16(float f) {
+#if defined(__F16C__)
+  return static_cast<uint16_t>(_cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+#else
+  return detail::fp32_to_fp16_portable(f);
+#endif
+}
+
+float bf16_to_fp32(uint16_t h) { return u2f(static_cast<uint32_t>(h) << 16); }
+
+uint16_t fp32_to_bf16(float f) {
+  const uint32_t x = f2u(f);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 0x40u);  // quiet nan
+  return static_cast<uint16_t>((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Bulk conversions.
+
+namespace {
+
+void f32_to_f16_row(const float* src, uint16_t* dst, int64_t n) {
+  int64_t i = 0;
+#if defined(__AVX512F__)
+  for (; i + 16 <= n; i += 16) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i),
+                        _mm512_cvtps_ph(_mm512_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  }
+#elif defined(__F16C__) && defined(__AVX__)
+  for (; i + 8 <= n; i += 8) {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i),
+                     _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  }
+#endif
+  for (; i < n; ++i) dst[i] = fp32_to_fp16(src[i]);
+}
+
+void f16_to_f32_row(const uint16_t* src, float* dst, int64_t n) {
+  int64_t i = 0;
+#if defined(__AVX512F__)
+  for (; i + 16 <= n; i += 16) {
+    _mm512_storeu_ps(dst + i, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i))));
+  }
+#elif defined(__F16C__) && defined(__AVX__)
+  for (; i + 8 <= n; i += 8) {
+    _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i))));
+  }
+#endif
+  for (; i < n; ++i) dst[i] = fp16_to_fp32(src[i]);
+}
+
+void f32_to_bf16_row(const float* src, uint16_t* dst, int64_t n) {
+  int64_t i = 0;
+#if defined(__AVX512F__)
+  const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff);
+  const __m512i inf = _mm512_set1_epi32(0x7f800000);
+  const __m512i bias = _mm512_set1_epi32(0x7fff);
+  const __m512i one = _mm512_set1_epi32(1);
+  const __m512i quiet = _mm512_set1_epi32(0x40);
+  for (; i + 16 <= n; i += 16) {
+    const __m512i x = _mm512_castps_si512(_mm512_loadu_ps(src + i));
+    const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(x, abs_mask), inf);
+    const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(x, 16), one);
+    __m512i r = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(x, bias), lsb), 16);
+    r = _mm512_mask_mov_epi32(r, nan, _mm512_or_si512(_mm512_srli_epi32(x, 16), quiet));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i), _mm512_cvtepi32_epi16(r));
+  }
+#endif
+  for (; i < n; ++i) dst[i] = fp32_to_bf16(src[i]);
+}
+
+void bf16_to_f32_row(const uint16_t* src, float* dst, int64_t n) {
+  int64_t i = 0;
+#if defined(__AVX512F__)
+  for (; i + 16 <= n; i += 16) {
+    const __m512i v = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i)));
+    _mm512_storeu_ps(dst + i, _mm512_castsi512_ps(_mm512_slli_epi32(v, 16)));
+  }
+#elif defined(__AVX2__)
+  for (; i + 8 <= n; i += 8) {
+    const __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i)));
+    _mm256_storeu_ps(dst + i, _mm256_castsi256_ps(_mm256_slli_epi32(v, 16)));
+  }
+#endif
+  for (; i < n; ++i) dst[i] = bf16_to_fp32(src[i]);
+}
+
+}  // namespace
+
+void convert_from_f32(const float* src, DType type, void* dst, int64_t n) {
+  if (n < 0) fail("convert_from_f32: negative count {}", n);
+  switch (type) {
+    case DType::F32:
+      if (n > 0) std::memmove(dst, src, static_cast<size_t>(n) * 4);
+      return;
+    case DType::F16: f32_to_f16_row(src, static_cast<uint16_t*>(dst), n); return;
+    case DType::BF16: f32_to_bf16_row(src, static_cast<uint16_t*>(dst), n); return;
+    case DType::Q8_0:
+      if (n % kQ8Block != 0) fail("convert_from_f32: q8_0 needs a multiple of 32 values, got {}", n);
+      detail::quantize_row_q8_0(src, static_cast<BlockQ8_0*>(dst), n);
+      return;
+  }
+  fail("convert_from_f32: invalid DType {}", static_cast<int>(type));
+}
+
+void convert_to_f32(DType type, const void* src, float* dst, int64_t n) {
+  if (n < 0) fail("convert_to_f32: negative count {}", n);
+  switch (type) {
+    case DType::F32:
+      if (n > 0) std::memmove(dst, src, static_cast<size_t>(n) * 4);
+      return;
+    case DType::F16: f16_to_f32_row(static_cast<const uint16_t*>(src), dst, n); return;
+    case DType::BF16: bf16_to_f32_row(static_cast<const uint16_t*>(src), dst, n); return;
+    case DType::Q8_0:
+      if (n % kQ8Block != 0) fail("convert_to_f32: q8_0 needs a multiple of 32 values, got {}", n);
+      detail::dequantize_row_q8_0(static_cast<const BlockQ8_0*>(src), dst, n);
+      return;
+  }
+  fail("convert_to_f32: invalid DType {}", static_cast<int>(type));
+}
+
+}  // namespace kvslim

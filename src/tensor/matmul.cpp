@@ -1,0 +1,218 @@
+// matmul: Y = X W^T for a batch of n activation rows (prefill).
+//
+// f32/f16/bf16 (and q8_0 without AVX-512 VNNI) use a blocked f32 GEMM: X is packed once into
+// panels of kMR tokens ([k][kMR] floats, shared by all threads); every thread owns a contiguous
+// range of kNR-row weight panels and, for each kKC-deep slice of K, converts a panel to f32 in
+// [k][kNR] order (L1-resident) and runs the kMR x kNR register-blocked micro-kernel over all
+// token panels. q8_0 on VNNI hardware goes to the int8 kernel in matmul_q8.cpp.
+#include <algorithm>
+#include <cstring>
+
+#include "tensor/kernels.h"
+#include "tensor/matmul_internal.h"
+#include "tensor/ops.h"
+#include "util/error.h"
+
+#include "tensor/simd.h"
+
+namespace kvslim {
+namespace {
+
+#if defined(__AVX512F__)
+constexpr int kMR = 12;  // tokens per micro-tile
+constexpr int kNR = 32;  // weight rows per micro-tile (two 16-float vectors)
+#elif defined(__AVX2__) && defined(__FMA__)
+constexpr int kMR = 6;
+constexpr int kNR = 16;
+#else
+constexpr int kMR = 4;
+constexpr int kNR = 8;
+#endif
+#ifndef KVSLIM_KC
+#define KVSLIM_KC 256
+#endif
+constexpr int64_t kKC = KVSLIM_KC;  // depth of one K slice (multiple of 32 so q8_0 blocks stay whole)
+
+// Packs tokens [t0, t0 + kMR) of x (n x k, row-major) as dst[kk * kMR + t]; missing tokens are 0.
+void pack_x_panel(const float* x, int64_t n, int64_t k, int64_t t0, float* dst) {
+  const int mt = static_cast<int>(std::min<int64_t>(kMR, n - t0));
+  if (mt < kMR) std::memset(dst, 0, static_cast<size_t>(k) * kMR * sizeof(float));
+  constexpr int64_t kStep = 64;
+  for (int64_t k0 = 0; k0 < k; k0 += kStep) {
+    const int64_t k1 = std::min(k, k0 + kStep);
+    for (int t = 0; t < mt; ++t) {
+      const float* src = x + (t0 + t) * k;
+      for (int64_t kk = k0; kk < k1; ++kk) dst[kk * kMR + t] = src[kk];
+    }
+  }
+}
+
+// Converts rows [r0, r0 + kNR) x columns [k0, k0 + kc) of w to f32 as dst[kk * kNR + j];
+// rows past the end are 0. tmp holds kNR * kKC floats.
+void pack_w_panel(const WeightView& w, int64_t r0, int64_t k0, int64_t kc, float* dst, float* tmp) {
+  const int nr = static_cast<int>(std::min<int64_t>(kNR, w.rows - r0));
+  for (int j = 0; j < nr; ++j) {
+    const uint8_t* row = w.row(r0 + j);
+    float* t = tmp + j * kKC;
+    switch (w.type) {
+      case DType::F32: std::memcpy(t, reinterpret_cast<const float*>(row) + k0, static_cast<size_t>(kc) * 4); break;
+      case DType::F16: convert_to_f32(DType::F16, reinterpret_cast<const uint16_t*>(row) + k0, t, kc); break;
+      case DType::BF16: convert_to_f32(DType::BF16, reinterpret_cast<const uint16_t*>(row) + k0, t, kc); break;
+      case DType::Q8_0:
+        detail::dequantize_row_q8_0(reinterpret_cast<const BlockQ8_0*>(row) + k0 / kQ8Block, t, kc);
+        break;
+    }
+  }
+  for (int j = nr; j < kNR; ++j) std::memset(tmp + j * kKC, 0, static_cast<size_t>(kc) * 4);
+#if defined(__AVX512F__)
+  // 16x16 transposes via gathers would be slower than this simple loop at these sizes; the
+  // compiler vectorises the inner j loop as a strided read.
+  for (int64_t kk = 0; kk < kc; ++kk) {
+    const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                           _mm512_set1_epi32(static_cast<int>(kKC)));
+    _mm512_storeu_ps(dst + kk * kNR, _mm512_i32gather_ps(idx, tmp + kk, 4));
+    _mm512_storeu_ps(dst + kk * kNR + 16, _mm512_i32gather_ps(idx, tmp + 16 * kKC + kk, 4));
+  }
+#else
+  for (int64_t kk = 0; kk < kc; ++kk) {
+    for (int j = 0; j < kNR; ++j) dst[kk * kNR + j] = tmp[j * kKC + kk];
+  }
+#endif
+}
+
+// C[t][j] (+)= sum_kk xp[kk][t] * wp[kk][j] for t < mt, j < nr.
+#if defined(__AVX512F__)
+void micro_kernel(const float* xp, const float* wp, int64_t kc, float* c, int64_t ldc, int mt, int nr, bool first) {
+  __m512 acc[kMR][2];
+#pragma GCC unroll 12
+  for (int t = 0; t < kMR; ++t) acc[t][0] = acc[t][1] = _mm512_setzero_ps();
+  for (int64_t kk = 0; kk < kc; ++kk) {
+    const __m512 w0 = _mm512_loadu_ps(wp + kk * kNR);
+    const __m512 w1 = _mm512_loadu_ps(wp + kk * kNR + 16);
+    const float* xk = xp + kk * kMR;
+#pragma GCC unroll 12
+    for (int t = 0; t < kMR; ++t) {
+      const __m512 xb = _mm512_set1_ps(xk[t]);
+      acc[t][0] = _mm512_fmadd_ps(xb, w0, acc[t][0]);
+      acc[t][1] = _mm512_fmadd_ps(xb, w1, acc[t][1]);
+    }
+  }
+  const __mmask16 m0 = nr >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << nr) - 1);
+  const __mmask16 m1 = nr >= 32 ? static_cast<__mmask16>(0xffff)
+                                : (nr > 16 ? static_cast<__mmask16>((1u << (nr - 16)) - 1) : static_cast<__mmask16>(0));
+#pragma GCC unroll 12
+  for (int t = 0; t < kMR; ++t) {
+    if (t >= mt) break;
+    float* ct = c + t * ldc;
+    __m512 v0 = acc[t][0], v1 = acc[t][1];
+    if (!first) {
+      v0 = _mm512_add_ps(v0, _mm512_maskz_loadu_ps(m0, ct));
+      v1 = _mm512_add_ps(v1, _mm512_maskz_loadu_ps(m1, ct + 16));
+    }
+    _mm512_mask_storeu_ps(ct, m0, v0);
+    _mm512_mask_storeu_ps(ct + 16, m1, v1);
+  }
+}
+#elif defined(__AVX2__) && defined(__FMA__)
+void micro_kernel(const float* xp, const float* wp, int64_t kc, float* c, int64_t ldc, int mt, int nr, bool first) {
+  __m256 acc[kMR][2];
+  for (int t = 0; t < kMR; ++t) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
+  for (int64_t kk = 0; kk < kc; ++kk) {
+    const __m256 w0 = _mm256_loadu_ps(wp + kk * kNR);
+    const __m256 w1 = _mm256_loadu_ps(wp + kk * kNR + 8);
+    const float* xk = xp + kk * kMR;
+    for (int t = 0; t < kMR; ++t) {
+      const __m256 xb = _mm256_broadcast_ss(xk + t);
+      acc[t][0] = _mm256_fmadd_ps(xb, w0, acc[t][0]);
+      acc[t][1] = _mm256_fmadd_ps(xb, w1, acc[t][1]);
+    }
+  }
+  for (int t = 0; t < mt; ++t) {
+    alignas(32) float tmp[kNR];
+    _mm256_store_ps(tmp, acc[t][0]);
+    _mm256_store_ps(tmp + 8, acc[t][1]);
+    float* ct = c + t * ldc;
+    for (int j = 0; j < nr; ++j) ct[j] = first ? tmp[j] : ct[j] + tmp[j];
+  }
+}
+#else
+void micro_kernel(const float* xp, const float* wp, int64_t kc, float* c, int64_t ldc, int mt, int nr, bool first) {
+  float acc[kMR][kNR] = {};
+  for (int64_t kk = 0; kk < kc; ++kk) {
+    for (int t = 0; t < kMR; ++t) {
+      const float xv = xp[kk * kMR + t];
+      for (int j = 0; j < kNR; ++j) acc[t][j] += xv * wp[kk * kNR + j];
+    }
+  }
+  for (int t = 0; t < mt; ++t) {
+    float* ct = c + t * ldc;
+    for (int j = 0; j < nr; ++j) ct[j] = first ? acc[t][j] : ct[j] + acc[t][j];
+  }
+}
+#endif
+
+void matmul_f32_gemm(const WeightView& w, const float* x, int64_t n, float* y, ThreadPool& pool) {
+  const int64_t k = w.cols;
+  const int64_t n_xpanels = (n + kMR - 1) / kMR;
+  const int64_t n_wpanels = (w.rows + kNR - 1) / kNR;
+
+  thread_local detail::Scratch x_scratch;
+  auto* xp = static_cast<float*>(x_scratch.get(static_cast<size_t>(n_xpanels) * k * kMR * sizeof(float)));
+
+  const bool parallel = pool.size() > 1 && static_cast<double>(n) * w.rows * k > 2e6;
+  auto pack = [&](int t, int nt) {
+    for (int64_t p = n_xpanels * t / nt; p < n_xpanels * (t + 1) / nt; ++p) pack_x_panel(x, n, k, p * kMR, xp + p * k * kMR);
+  };
+  auto compute = [&](int t, int nt) {
+    thread_local detail::Scratch w_scratch;
+    auto* wbuf = static_cast<float*>(w_scratch.get(2 * static_cast<size_t>(kNR) * kKC * sizeof(float) + 64));
+    float* wp = wbuf;
+    float* tmp = wbuf + kNR * kKC;
+    const int64_t p0 = n_wpanels * t / nt, p1 = n_wpanels * (t + 1) / nt;
+    for (int64_t k0 = 0; k0 < k; k0 += kKC) {
+      const int64_t kc = std::min(kKC, k - k0);
+      for (int64_t p = p0; p < p1; ++p) {
+        const int64_t r0 = p * kNR;
+        const int nr = static_cast<int>(std::min<int64_t>(kNR, w.rows - r0));
+        pack_w_panel(w, r0, k0, kc, wp, tmp);
+        for (int64_t xpi = 0; xpi < n_xpanels; ++xpi) {
+          const int64_t t0 = xpi * kMR;
+          const int mt = static_cast<int>(std::min<int64_t>(kMR, n - t0));
+          micro_kernel(xp + xpi * k * kMR + k0 * kMR, wp, kc, y + t0 * w.rows + r0, w.rows, mt, nr, k0 == 0);
+        }
+      }
+    }
+  };
+  if (parallel) {
+    pool.run_fn(pack);
+    pool.run_fn(compute);
+  } else {
+    pack(0, 1);
+    compute(0, 1);
+  }
+}
+
+}  // namespace
+
+void matmul(const WeightView& w, const float* x, int64_t n, float* y, ThreadPool& pool) {
+  if (w.rows < 0 || w.cols < 0 || n < 0) fail("matmul: invalid shape {}x{} with n = {}", w.rows, w.cols, n);
+  if (n == 0 || w.rows == 0) return;
+  if (w.cols == 0) {
+    std::memset(y, 0, static_cast<size_t>(n) * w.rows * sizeof(float));
+    return;
+  }
+  if (w.type == DType::Q8_0 && w.cols % kQ8Block != 0) {
+    fail("matmul: q8_0 weight has {} columns, not a multiple of 32", w.cols);
+  }
+  if (n == 1) {
+    matvec(w, x, y, pool);
+    return;
+  }
+  if (w.type == DType::Q8_0 && detail::matmul_q8_available()) {
+    detail::matmul_q8(w, x, n, y, pool);
+    return;
+  }
+  matmul_f32_gemm(w, x, n, y, pool);
+}
+
+}  // namespace kvslim

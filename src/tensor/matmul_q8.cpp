@@ -1,0 +1,219 @@
+// Int8 GEMM for q8_0 weights (AVX-512 VNNI).
+//
+// X is quantised per token in blocks of 32 (float scale d = amax/127, q = round(x/d)) and
+// packed in panels of kMR tokens: per block, [quad][token][4 bytes], then the kMR scales and
+// the kMR corrections -128 * sum(q). Every thread owns a range of kNRV*16-row weight panels;
+// per kKC slice it repacks a panel as [block][quad][row][4 bytes] with the sign bit flipped
+// (w + 128 as unsigned bytes) plus f32 scales [block][row]. The micro-kernel feeds VNNI
+// dpbusd(u8 w + 128, s8 x broadcast) starting each block's int32 accumulators at the
+// correction, so after 8 quads they hold sum(w * x) exactly; they are then scaled by
+// d_w * d_x and accumulated in f32.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "tensor/kernels.h"
+#include "tensor/matmul_internal.h"
+#include "tensor/ops.h"
+#include "util/error.h"
+
+#include "tensor/simd.h"
+
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512VNNI__)
+#define KVSLIM_Q8_GEMM 1
+#endif
+
+namespace kvslim::detail {
+
+#if defined(KVSLIM_Q8_GEMM)
+
+namespace {
+
+constexpr int kMR = 6;    // tokens per micro-tile
+constexpr int kNRV = 2;   // 16-row vectors per micro-tile
+constexpr int kNR = 16 * kNRV;
+constexpr int64_t kKB = 16;  // blocks per K slice (512 columns)
+
+// Bytes of one packed X block for a panel: q [8][kMR][4], then scales [kMR], corrections [kMR].
+constexpr size_t kXBlockBytes = 8 * kMR * 4 + kMR * 4 + kMR * 4;
+// Bytes of one packed W block for a panel: q [8][kNR][4], then scales [kNR].
+constexpr size_t kWBlockBytes = 8 * kNR * 4 + kNR * 4;
+
+void pack_x_panel(const float* x, int64_t n, int64_t k, int64_t t0, uint8_t* dst) {
+  const int64_t nb = k / kQ8Block;
+  const int mt = static_cast<int>(std::min<int64_t>(kMR, n - t0));
+  for (int64_t b = 0; b < nb; ++b) {
+    uint8_t* blk = dst + b * kXBlockBytes;
+    auto* scales = reinterpret_cast<float*>(blk + 8 * kMR * 4);
+    auto* corr = reinterpret_cast<int32_t*>(blk + 8 * kMR * 4 + kMR * 4);
+    for (int t = 0; t < kMR; ++t) {
+      alignas(64) int8_t q[kQ8Block];
+      float d = 0.0f;
+      int32_t sum = 0;
+      if (t < mt) {
+        const float* xb = x + (t0 + t) * k + b * kQ8Block;
+        const __m512 v0 = _mm512_loadu_ps(xb);
+        const __m512 v1 = _mm512_loadu_ps(xb + 16);
+        const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
+        d = amax / 127.0f;
+        const __m512 vid = _mm512_set1_ps(amax != 0.0f ? 127.0f / amax : 0.0f);
+        const __m512i q0 = _mm512_cvtps_epi32(_mm512_mul_ps(v0, vid));
+        const __m512i q1 = _mm512_cvtps_epi32(_mm512_mul_ps(v1, vid));
+        _mm_store_si128(reinterpret_cast<__m128i*>(q), _mm512_cvtsepi32_epi8(q0));
+        _mm_store_si128(reinterpret_cast<__m128i*>(q + 16), _mm512_cvtsepi32_epi8(q1));
+        sum = _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
+      } else {
+        std::memset(q, 0, sizeof(q));
+      }
+      scales[t] = d;
+      corr[t] = -128 * sum;
+      for (int qd = 0; qd < 8; ++qd) std::memcpy(blk + (qd * kMR + t) * 4, q + 4 * qd, 4);
+    }
+  }
+}
+
+// Packs rows [r0, r0 + kNR) x blocks [b0, b0 + nbk) of w; rows past the end get q = 0, d = 0.
+void pack_w_panel(const WeightView& w, int64_t r0, int64_t b0, int64_t nbk, uint8_t* dst) {
+  const int nr = static_cast<int>(std::min<int64_t>(kNR, w.rows - r0));
+  for (int64_t b = 0; b < nbk; ++b) {
+    uint8_t* blk = dst + b * kWBlockBytes;
+    auto* scales = reinterpret_cast<float*>(blk + 8 * kNR * 4);
+    for (int j = 0; j < kNR; ++j) {
+      if (j < nr) {
+        const auto* src = reinterpret_cast<const BlockQ8_0*>(w.row(r0 + j)) + b0 + b;
+        scales[j] = fp16_to_fp32(src->scale_f16);
+        for (int qd = 0; qd < 8; ++qd) {
+          uint32_t v;
+          std::memcpy(&v, src->q + 4 * qd, 4);
+          v ^= 0x80808080u;
+          std::memcpy(blk + (qd * kNR + j) * 4, &v, 4);
+        }
+      } else {
+        scales[j] = 0.0f;
+        for (int qd = 0; qd < 8; ++qd) std::memset(blk + (qd * kNR + j) * 4, 0x80, 4);
+      }
+    }
+  }
+}
+
+void micro_kernel(const uint8_t* xp, const uint8_t* wp, int64_t nbk, float* c, int64_t ldc, int mt, int nr, bool first) {
+  __m512 facc[kMR][kNRV];
+#pragma GCC unroll 8
+  for (int t = 0; t < kMR; ++t) {
+#pragma GCC unroll 4
+    for (int v = 0; v < kNRV; ++v) facc[t][v] = _mm512_setzero_ps();
+  }
+  for (int64_t b = 0; b < nbk; ++b) {
+    const uint8_t* xb = xp + b * kXBlockBytes;
+    const uint8_t* wb = wp + b * kWBlockBytes;
+    const auto* xs = reinterpret_cast<const float*>(xb + 8 * kMR * 4);
+    const auto* xc = reinterpret_cast<const int32_t*>(xb + 8 * kMR * 4 + kMR * 4);
+    const auto* ws = reinterpret_cast<const float*>(wb + 8 * kNR * 4);
+    __m512i iacc[kMR][kNRV];
+#pragma GCC unroll 8
+    for (int t = 0; t < kMR; ++t) {
+      const __m512i c0 = _mm512_set1_epi32(xc[t]);
+#pragma GCC unroll 4
+      for (int v = 0; v < kNRV; ++v) iacc[t][v] = c0;
+    }
+#pragma GCC unroll 8
+    for (int qd = 0; qd < 8; ++qd) {
+      __m512i wv[kNRV];
+#pragma GCC unroll 4
+      for (int v = 0; v < kNRV; ++v) wv[v] = _mm512_load_si512(wb + (qd * kNR + 16 * v) * 4);
+      const auto* xq = reinterpret_cast<const int32_t*>(xb + qd * kMR * 4);
+#pragma GCC unroll 8
+      for (int t = 0; t < kMR; ++t) {
+        const __m512i xv = _mm512_set1_epi32(xq[t]);
+#pragma GCC unroll 4
+        for (int v = 0; v < kNRV; ++v) iacc[t][v] = _mm512_dpbusd_epi32(iacc[t][v], wv[v], xv);
+      }
+    }
+#pragma GCC unroll 8
+    for (int t = 0; t < kMR; ++t) {
+      const __m512 sx = _mm512_set1_ps(xs[t]);
+#pragma GCC unroll 4
+      for (int v = 0; v < kNRV; ++v) {
+        const __m512 s = _mm512_mul_ps(_mm512_load_ps(ws + 16 * v), sx);
+        facc[t][v] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(iacc[t][v]), s, facc[t][v]);
+      }
+    }
+  }
+  __mmask16 masks[kNRV];
+  for (int v = 0; v < kNRV; ++v) {
+    const int left = nr - 16 * v;
+    masks[v] = left >= 16 ? static_cast<__mmask16>(0xffff)
+                          : (left > 0 ? static_cast<__mmask16>((1u << left) - 1) : static_cast<__mmask16>(0));
+  }
+#pragma GCC unroll 8
+  for (int t = 0; t < kMR; ++t) {
+    if (t >= mt) break;
+    float* ct = c + t * ldc;
+#pragma GCC unroll 4
+    for (int v = 0; v < kNRV; ++v) {
+      __m512 r = facc[t][v];
+      if (!first) r = _mm512_add_ps(r, _mm512_maskz_loadu_ps(masks[v], ct + 16 * v));
+      _mm512_mask_storeu_ps(ct + 16 * v, masks[v], r);
+    }
+  }
+}
+
+}  // namespace
+
+bool matmul_q8_available() { return true; }
+
+void matmul_q8(const WeightView& w, const float* x, int64_t n, float* y, ThreadPool& pool) {
+  const int64_t k = w.cols;
+  const int64_t nb = k / kQ8Block;
+  const int64_t n_xpanels = (n + kMR - 1) / kMR;
+  const int64_t n_wpanels = (w.rows + kNR - 1) / kNR;
+  const size_t xpanel_bytes = static_cast<size_t>(nb) * kXBlockBytes;
+
+  thread_local Scratch x_scratch;
+  auto* xp = static_cast<uint8_t*>(x_scratch.get(static_cast<size_t>(n_xpanels) * xpanel_bytes));
+
+  const bool parallel = pool.size() > 1 && static_cast<double>(n) * w.rows * k > 2e6;
+  auto pack = [&](int t, int nt) {
+    for (int64_t p = n_xpanels * t / nt; p < n_xpanels * (t + 1) / nt; ++p) {
+      pack_x_panel(x, n, k, p * kMR, xp + p * xpanel_bytes);
+    }
+  };
+  auto compute = [&](int t, int nt) {
+    thread_local Scratch w_scratch;
+    auto* wp = static_cast<uint8_t*>(w_scratch.get(static_cast<size_t>(kKB) * kWBlockBytes));
+    const int64_t p0 = n_wpanels * t / nt, p1 = n_wpanels * (t + 1) / nt;
+    for (int64_t b0 = 0; b0 < nb; b0 += kKB) {
+      const int64_t nbk = std::min(kKB, nb - b0);
+      for (int64_t p = p0; p < p1; ++p) {
+        const int64_t r0 = p * kNR;
+        const int nr = static_cast<int>(std::min<int64_t>(kNR, w.rows - r0));
+        pack_w_panel(w, r0, b0, nbk, wp);
+        for (int64_t xpi = 0; xpi < n_xpanels; ++xpi) {
+          const int64_t t0 = xpi * kMR;
+          const int mt = static_cast<int>(std::min<int64_t>(kMR, n - t0));
+          micro_kernel(xp + xpi * xpanel_bytes + b0 * kXBlockBytes, wp, nbk, y + t0 * w.rows + r0, w.rows, mt, nr,
+                       b0 == 0);
+        }
+      }
+    }
+  };
+  if (parallel) {
+    pool.run_fn(pack);
+    pool.run_fn(compute);
+  } else {
+    pack(0, 1);
+    compute(0, 1);
+  }
+}
+
+#else
+
+bool matmul_q8_available() { return false; }
+
+void matmul_q8(const WeightView&, const float*, int64_t, float*, ThreadPool&) {
+  fail("matmul_q8: this build has no AVX-512 VNNI int8 GEMM");
+}
+
+#endif
+
+}  // namespace kvslim::detail

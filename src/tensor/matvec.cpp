@@ -1,0 +1,345 @@
+// matvec: y = W x for weights in their stored type (decode's hot path).
+//
+// Rows are processed in groups of kGroup with independent accumulators per row, so a row's
+// result never depends on which other rows share its group; the pool splits rows on group
+// boundaries, so results are bit-identical for any number of threads.
+#include <cstring>
+
+#include "tensor/kernels.h"
+#include "tensor/ops.h"
+#include "util/error.h"
+
+#include "tensor/simd.h"
+
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+#define KVSLIM_AVX512 1
+#endif
+#if defined(KVSLIM_AVX512) && defined(__AVX512VNNI__)
+#define KVSLIM_AVX512_VNNI 1
+#endif
+
+namespace kvslim {
+namespace {
+
+constexpr int kGroup = 4;
+
+// ---------------------------------------------------------------------------------------------
+// f32 / f16 / bf16 rows against an f32 x.
+
+#if defined(KVSLIM_AVX512)
+
+struct LoadF32 {
+  static __m512 load(const uint8_t* row, int64_t i) { return _mm512_loadu_ps(reinterpret_cast<const float*>(row) + i); }
+  static __m512 load_tail(const uint8_t* row, int64_t i, __mmask16 m) {
+    return _mm512_maskz_loadu_ps(m, reinterpret_cast<const float*>(row) + i);
+  }
+};
+struct LoadF16 {
+  static __m512 load(const uint8_t* row, int64_t i) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(reinterpret_cast<const uint16_t*>(row) + i)));
+  }
+  static __m512 load_tail(const uint8_t* row, int64_t i, __mmask16 m) {
+    return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, reinterpret_cast<const uint16_t*>(row) + i));
+  }
+};
+struct LoadBF16 {
+  static __m512 widen(__m256i h) { return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)); }
+  static __m512 load(const uint8_t* row, int64_t i) {
+    return widen(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(reinterpret_cast<const uint16_t*>(row) + i)));
+  }
+  static __m512 load_tail(const uint8_t* row, int64_t i, __mmask16 m) {
+    return widen(_mm256_maskz_loadu_epi16(m, reinterpret_cast<const uint16_t*>(row) + i));
+  }
+};
+
+template <int NR, class L>
+inline void dot_rows_float(const uint8_t* const* rows, const float* x, int64_t n, float* out) {
+  __m512 acc0[NR], acc1[NR];
+  for (int r = 0; r < NR; ++r) acc0[r] = acc1[r] = _mm512_setzero_ps();
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    const __m512 x0 = _mm512_loadu_ps(x + i);
+    const __m512 x1 = _mm512_loadu_ps(x + i + 16);
+#pragma GCC unroll 8
+    for (int r = 0; r < NR; ++r) {
+      acc0[r] = _mm512_fmadd_ps(L::load(rows[r], i), x0, acc0[r]);
+      acc1[r] = _mm512_fmadd_ps(L::load(rows[r], i + 16), x1, acc1[r]);
+    }
+  }
+  if (i + 16 <= n) {
+    const __m512 x0 = _mm512_loadu_ps(x + i);
+    for (int r = 0; r < NR; ++r) acc0[r] = _mm512_fmadd_ps(L::load(rows[r], i), x0, acc0[r]);
+    i += 16;
+  }
+  if (i < n) {
+    const __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1);
+    const __m512 x0 = _mm512_maskz_loadu_ps(m, x + i);
+    for (int r = 0; r < NR; ++r) acc1[r] = _mm512_fmadd_ps(L::load_tail(rows[r], i, m), x0, acc1[r]);
+  }
+  for (int r = 0; r < NR; ++r) out[r] = _mm512_reduce_add_ps(_mm512_add_ps(acc0[r], acc1[r]));
+}
+
+#elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+
+inline float hsum256(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+struct LoadF32 {
+  static __m256 load(const uint8_t* row, int64_t i) { return _mm256_loadu_ps(reinterpret_cast<const float*>(row) + i); }
+  static float scalar(const uint8_t* row, int64_t i) { return reinterpret_cast<const float*>(row)[i]; }
+};
+struct LoadF16 {
+  static __m256 load(const uint8_t* row, int64_t i) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(reinterpret_cast<const uint16_t*>(row) + i)));
+  }
+  static float scalar(const uint8_t* row, int64_t i) { return fp16_to_fp32(reinterpret_cast<const uint16_t*>(row)[i]); }
+};
+struct LoadBF16 {
+  static __m256 load(const uint8_t* row, int64_t i) {
+    const __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(reinterpret_cast<const uint16_t*>(row) + i)));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+  }
+  static float scalar(const uint8_t* row, int64_t i) { return bf16_to_fp32(reinterpret_cast<const uint16_t*>(row)[i]); }
+};
+
+template <int NR, class L>
+inline void dot_rows_float(const uint8_t* const* rows, const float* x, int64_t n, float* out) {
+  __m256 acc0[NR], acc1[NR];
+  for (int r = 0; r < NR; ++r) acc0[r] = acc1[r] = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m256 x0 = _mm256_loadu_ps(x + i);
+    const __m256 x1 = _mm256_loadu_ps(x + i + 8);
+    for (int r = 0; r < NR; ++r) {
+      acc0[r] = _mm256_fmadd_ps(L::load(rows[r], i), x0, acc0[r]);
+      acc1[r] = _mm256_fmadd_ps(L::load(rows[r], i + 8), x1, acc1[r]);
+    }
+  }
+  if (i + 8 <= n) {
+    const __m256 x0 = _mm256_loadu_ps(x + i);
+    for (int r = 0; r < NR; ++r) acc0[r] = _mm256_fmadd_ps(L::load(rows[r], i), x0, acc0[r]);
+    i += 8;
+  }
+  for (int r = 0; r < NR; ++r) {
+    float s = hsum256(_mm256_add_ps(acc0[r], acc1[r]));
+    for (int64_t j = i; j < n; ++j) s += L::scalar(rows[r], j) * x[j];
+    out[r] = s;
+  }
+}
+
+#else
+
+struct LoadF32 {
+  static float scalar(const uint8_t* row, int64_t i) { return reinterpret_cast<const float*>(row)[i]; }
+};
+struct LoadF16 {
+  static float scalar(const uint8_t* row, int64_t i) { return fp16_to_fp32(reinterpret_cast<const uint16_t*>(row)[i]); }
+};
+struct LoadBF16 {
+  static float scalar(const uint8_t* row, int64_t i) { return bf16_to_fp32(reinterpret_cast<const uint16_t*>(row)[i]); }
+};
+
+template <int NR, class L>
+inline void dot_rows_float(const uint8_t* const* rows, const float* x, int64_t n, float* out) {
+  for (int r = 0; r < NR; ++r) {
+    float acc[8] = {};
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+      for (int k = 0; k < 8; ++k) acc[k] += L::scalar(rows[r], i + k) * x[i + k];
+    }
+    for (; i < n; ++i) acc[0] += L::scalar(rows[r], i) * x[i];
+    out[r] = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+  }
+}
+
+#endif
+
+// ---------------------------------------------------------------------------------------------
+// q8_0 rows against x quantised to 8 bits in blocks of 32.
+
+#if defined(KVSLIM_AVX512_VNNI)
+
+// Each row's q bytes are fed to VNNI as unsigned (w + 128, by flipping the top bit) against the
+// signed activations; lane_corr (-128 * sum of the 4 activations of a lane) starts each lane's
+// accumulator so the result is exactly sum(w * x) per block. Blocks go two per 512-bit
+// register; scales for 16 blocks at a time are gathered, converted and combined with the
+// activation scales once, then permuted per pair.
+template <int NR>
+inline void dot_rows_q8(const uint8_t* const* rows, const detail::Q8Activations& xa, int64_t nb, float* out) {
+  __m512 acc0[NR], acc1[NR];
+  __m256 acc_tail[NR];
+  for (int r = 0; r < NR; ++r) {
+    acc0[r] = acc1[r] = _mm512_setzero_ps();
+    acc_tail[r] = _mm256_setzero_ps();
+  }
+  const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
+  const __m512i gather_idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                                _mm512_set1_epi32(static_cast<int>(sizeof(BlockQ8_0))));
+  int64_t b = 0;
+  for (; b + 16 <= nb; b += 16) {
+    const __m512 xs = _mm512_loadu_ps(xa.scale + b);
+    __m512 s[NR];
+    for (int r = 0; r < NR; ++r) {
+      const __m512i raw = _mm512_i32gather_epi32(gather_idx, rows[r] + b * sizeof(BlockQ8_0), 1);
+      s[r] = _mm512_mul_ps(_mm512_cvtph_ps(_mm512_cvtepi32_epi16(raw)), xs);
+    }
+#pragma GCC unroll 8
+    for (int p = 0; p < 8; ++p) {
+      const int64_t blk = b + 2 * p;
+      const __m512i xq = _mm512_loadu_si512(xa.q + blk * kQ8Block);
+      const __m512i corr = _mm512_loadu_si512(xa.lane_corr + blk * 8);
+      const __m512i pidx = _mm512_inserti64x4(_mm512_set1_epi32(2 * p), _mm256_set1_epi32(2 * p + 1), 1);
+#pragma GCC unroll 8
+      for (int r = 0; r < NR; ++r) {
+        const uint8_t* q0 = rows[r] + blk * sizeof(BlockQ8_0) + 2;
+        const __m512i w = _mm512_inserti64x4(
+            _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(q0))),
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q0 + sizeof(BlockQ8_0))), 1);
+        const __m512i d = _mm512_dpbusd_epi32(corr, _mm512_xor_si512(w, flip), xq);
+        const __m512 sc = _mm512_permutexvar_ps(pidx, s[r]);
+        if (p & 1) {
+          acc1[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), sc, acc1[r]);
+        } else {
+          acc0[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), sc, acc0[r]);
+        }
+      }
+    }
+  }
+  for (; b < nb; ++b) {
+    const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xa.q + b * kQ8Block));
+    const __m256i corr = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xa.lane_corr + b * 8));
+    for (int r = 0; r < NR; ++r) {
+      const auto* blk = reinterpret_cast<const BlockQ8_0*>(rows[r]) + b;
+      const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk->q));
+      const __m256i d = _mm256_dpbusd_epi32(corr, _mm256_xor_si256(w, _mm256_set1_epi8(static_cast<char>(0x80))), xq);
+      const __m256 sc = _mm256_set1_ps(fp16_to_fp32(blk->scale_f16) * xa.scale[b]);
+      acc_tail[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d), sc, acc_tail[r]);
+    }
+  }
+  for (int r = 0; r < NR; ++r) {
+    const __m512 t = _mm512_add_ps(_mm512_add_ps(acc0[r], acc1[r]), _mm512_zextps256_ps512(acc_tail[r]));
+    out[r] = _mm512_reduce_add_ps(t);
+  }
+}
+
+#elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+
+inline float hsum256q(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+template <int NR>
+inline void dot_rows_q8(const uint8_t* const* rows, const detail::Q8Activations& xa, int64_t nb, float* out) {
+  __m256 acc[NR];
+  for (int r = 0; r < NR; ++r) acc[r] = _mm256_setzero_ps();
+  const __m256i ones = _mm256_set1_epi16(1);
+  for (int64_t b = 0; b < nb; ++b) {
+    const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xa.q + b * kQ8Block));
+    for (int r = 0; r < NR; ++r) {
+      const auto* blk = reinterpret_cast<const BlockQ8_0*>(rows[r]) + b;
+      const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk->q));
+      const __m256i p16 = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(xq, w));
+      const __m256 d = _mm256_cvtepi32_ps(_mm256_madd_epi16(p16, ones));
+      acc[r] = _mm256_fmadd_ps(d, _mm256_set1_ps(fp16_to_fp32(blk->scale_f16) * xa.scale[b]), acc[r]);
+    }
+  }
+  for (int r = 0; r < NR; ++r) out[r] = hsum256q(acc[r]);
+}
+
+#else
+
+template <int NR>
+inline void dot_rows_q8(const uint8_t* const* rows, const detail::Q8Activations& xa, int64_t nb, float* out) {
+  for (int r = 0; r < NR; ++r) {
+    const auto* blocks = reinterpret_cast<const BlockQ8_0*>(rows[r]);
+    float acc = 0.0f;
+    for (int64_t b = 0; b < nb; ++b) {
+      int32_t s = 0;
+      for (int j = 0; j < kQ8Block; ++j) s += static_cast<int32_t>(blocks[b].q[j]) * xa.q[b * kQ8Block + j];
+      acc += static_cast<float>(s) * (fp16_to_fp32(blocks[b].scale_f16) * xa.scale[b]);
+    }
+    out[r] = acc;
+  }
+}
+
+#endif
+
+// ---------------------------------------------------------------------------------------------
+
+template <class RowsFn>
+void for_row_groups(const WeightView& w, int64_t r0, int64_t r1, float* y, RowsFn&& rows_fn) {
+  int64_t r = r0;
+  for (; r + kGroup <= r1; r += kGroup) {
+    const uint8_t* rows[kGroup];
+    for (int k = 0; k < kGroup; ++k) rows[k] = w.row(r + k);
+    rows_fn.template operator()<kGroup>(rows, y + r);
+  }
+  for (; r < r1; ++r) {
+    const uint8_t* rows[1] = {w.row(r)};
+    rows_fn.template operator()<1>(rows, y + r);
+  }
+}
+
+void matvec_range(const WeightView& w, const void* xprep, int64_t r0, int64_t r1, float* y) {
+  const int64_t n = w.cols;
+  switch (w.type) {
+    case DType::F32:
+      for_row_groups(w, r0, r1, y, [&]<int NR>(const uint8_t* const* rows, float* out) {
+        dot_rows_float<NR, LoadF32>(rows, static_cast<const float*>(xprep), n, out);
+      });
+      return;
+    case DType::F16:
+      for_row_groups(w, r0, r1, y, [&]<int NR>(const uint8_t* const* rows, float* out) {
+        dot_rows_float<NR, LoadF16>(rows, static_cast<const float*>(xprep), n, out);
+      });
+      return;
+    case DType::BF16:
+      for_row_groups(w, r0, r1, y, [&]<int NR>(const uint8_t* const* rows, float* out) {
+        dot_rows_float<NR, LoadBF16>(rows, static_cast<const float*>(xprep), n, out);
+      });
+      return;
+    case DType::Q8_0: {
+      const auto& xa = *static_cast<const detail::Q8Activations*>(xprep);
+      const int64_t nb = n / kQ8Block;
+      for_row_groups(w, r0, r1, y, [&]<int NR>(const uint8_t* const* rows, float* out) {
+        dot_rows_q8<NR>(rows, xa, nb, out);
+      });
+      return;
+    }
+  }
+}
+
+}  // namespace
+
+void matvec(const WeightView& w, const float* x, float* y, ThreadPool& pool) {
+  if (w.rows < 0 || w.cols < 0) fail("matvec: invalid weight shape {}x{}", w.rows, w.cols);
+  if (w.rows == 0) return;
+  if (w.cols == 0) {
+    std::memset(y, 0, static_cast<size_t>(w.rows) * sizeof(float));
+    return;
+  }
+  const void* xprep = x;
+  detail::Q8Activations xa;
+  if (w.type == DType::Q8_0) {
+    if (w.cols % kQ8Block != 0) fail("matvec: q8_0 weight has {} columns, not a multiple of 32", w.cols);
+    thread_local detail::Scratch scratch;
+    xa = detail::quantize_activations(x, w.cols, scratch.get(detail::q8_activation_bytes(w.cols)));
+    xprep = &xa;
+  }
+  // Small matrices are not worth a dispatch.
+  const size_t bytes = static_cast<size_t>(w.rows) * row_bytes(w.type, w.cols);
+  if (pool.size() == 1 || bytes < (size_t{128} << 10) || w.rows < 2 * kGroup) {
+    matvec_range(w, xprep, 0, w.rows, y);
+    return;
+  }
+  pool.parallel_for_fn(w.rows, [&](int64_t r0, int64_t r1) { matvec_range(w, xprep, r0, r1, y); }, kGroup);
+}
+
+}  // namespace kvslim

@@ -1,0 +1,280 @@
+// Element-wise kernels: rmsnorm, softmax, swiglu, add, axpy, dot and rope.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "tensor/ops.h"
+#include "util/error.h"
+
+#include "tensor/simd.h"
+
+namespace kvslim {
+namespace {
+
+// exp(x) for 16 floats: x = n ln2 + r, |r| <= ln2/2, e^r by Cephes' degree-7 polynomial,
+// 2^n applied with scalef (exact, handles overflow to inf and gradual underflow). About 1 ulp.
+#if defined(__AVX512F__)
+inline __m512 exp512(__m512 x) {
+  x = _mm512_max_ps(_mm512_set1_ps(-104.0f), x);  // NaN passes through (second operand)
+  x = _mm512_min_ps(_mm512_set1_ps(89.0f), x);
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+  const __m512 r2 = _mm512_mul_ps(r, r);
+  p = _mm512_fmadd_ps(p, r2, _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+  return _mm512_scalef_ps(p, n);
+}
+#endif
+
+#if defined(__AVX2__) && defined(__FMA__)
+inline __m256 exp256(__m256 x) {
+  x = _mm256_max_ps(_mm256_set1_ps(-87.3f), x);
+  x = _mm256_min_ps(_mm256_set1_ps(88.7f), x);
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+  __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+  const __m256 r2 = _mm256_mul_ps(r, r);
+  p = _mm256_fmadd_ps(p, r2, _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+  // 2^n: n in [-126, 128]; split as 2^(n/2) * 2^(n - n/2) so both factors are normal.
+  const __m256i ni = _mm256_cvtps_epi32(n);
+  const __m256i h = _mm256_srai_epi32(ni, 1);
+  const __m256 f1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(h, _mm256_set1_epi32(127)), 23));
+  const __m256 f2 =
+      _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_sub_epi32(ni, h), _mm256_set1_epi32(127)), 23));
+  return _mm256_mul_ps(_mm256_mul_ps(p, f1), f2);
+}
+
+inline float hsum256(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+#endif
+
+}  // namespace
+
+void rmsnorm(const float* x, const float* weight, float* y, int64_t n, float eps) {
+  if (n <= 0) return;
+  int64_t i = 0;
+  double ss = 0.0;
+#if defined(__AVX512F__)
+  __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
+  for (; i + 32 <= n; i += 32) {
+    const __m512 v0 = _mm512_loadu_ps(x + i), v1 = _mm512_loadu_ps(x + i + 16);
+    a0 = _mm512_fmadd_ps(v0, v0, a0);
+    a1 = _mm512_fmadd_ps(v1, v1, a1);
+  }
+  ss = _mm512_reduce_add_ps(_mm512_add_ps(a0, a1));
+#elif defined(__AVX2__) && defined(__FMA__)
+  __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+  for (; i + 16 <= n; i += 16) {
+    const __m256 v0 = _mm256_loadu_ps(x + i), v1 = _mm256_loadu_ps(x + i + 8);
+    a0 = _mm256_fmadd_ps(v0, v0, a0);
+    a1 = _mm256_fmadd_ps(v1, v1, a1);
+  }
+  ss = hsum256(_mm256_add_ps(a0, a1));
+#endif
+  for (; i < n; ++i) ss += static_cast<double>(x[i]) * x[i];
+  const float scale = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(n) + eps));
+  i = 0;
+#if defined(__AVX512F__)
+  const __m512 vs = _mm512_set1_ps(scale);
+  for (; i + 16 <= n; i += 16) {
+    _mm512_storeu_ps(y + i, _mm512_mul_ps(_mm512_mul_ps(_mm512_loadu_ps(x + i), vs), _mm512_loadu_ps(weight + i)));
+  }
+#elif defined(__AVX2__)
+  const __m256 vs = _mm256_set1_ps(scale);
+  for (; i + 8 <= n; i += 8) {
+    _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(x + i), vs), _mm256_loadu_ps(weight + i)));
+  }
+#endif
+  for (; i < n; ++i) y[i] = x[i] * scale * weight[i];
+}
+
+void softmax_inplace(float* x, int64_t n) {
+  if (n <= 0) return;
+  float mx = -std::numeric_limits<float>::infinity();
+  int64_t i = 0;
+#if defined(__AVX512F__)
+  __m512 vm = _mm512_set1_ps(mx);
+  for (; i + 16 <= n; i += 16) vm = _mm512_max_ps(vm, _mm512_loadu_ps(x + i));
+  mx = _mm512_reduce_max_ps(vm);
+#endif
+  for (; i < n; ++i) mx = std::max(mx, x[i]);
+  if (mx == -std::numeric_limits<float>::infinity()) {
+    // Every entry is -inf (fully masked): define the result as uniform rather than NaN.
+    const float u = 1.0f / static_cast<float>(n);
+    for (int64_t j = 0; j < n; ++j) x[j] = u;
+    return;
+  }
+  double sum = 0.0;
+  i = 0;
+#if defined(__AVX512F__)
+  {
+    const __m512 vmax = _mm512_set1_ps(mx);
+    __m512 vsum = _mm512_setzero_ps();
+    for (; i + 16 <= n; i += 16) {
+      const __m512 e = exp512(_mm512_sub_ps(_mm512_loadu_ps(x + i), vmax));
+      _mm512_storeu_ps(x + i, e);
+      vsum = _mm512_add_ps(vsum, e);
+    }
+    if (i < n) {
+      const __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1);
+      const __m512 e = exp512(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + i), vmax));
+      _mm512_mask_storeu_ps(x + i, m, e);
+      vsum = _mm512_add_ps(vsum, _mm512_maskz_mov_ps(m, e));
+      i = n;
+    }
+    sum = _mm512_reduce_add_ps(vsum);
+  }
+#elif defined(__AVX2__) && defined(__FMA__)
+  {
+    const __m256 vmax = _mm256_set1_ps(mx);
+    __m256 vsum = _mm256_setzero_ps();
+    for (; i + 8 <= n; i += 8) {
+      const __m256 e = exp256(_mm256_sub_ps(_mm256_loadu_ps(x + i), vmax));
+      _mm256_storeu_ps(x + i, e);
+      vsum = _mm256_add_ps(vsum, e);
+    }
+    sum = hsum256(vsum);
+  }
+#endif
+  for (; i < n; ++i) {
+    x[i] = std::exp(x[i] - mx);
+    sum += x[i];
+  }
+  const float inv = static_cast<float>(1.0 / sum);
+  i = 0;
+#if defined(__AVX512F__)
+  const __m512 vinv = _mm512_set1_ps(inv);
+  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(x + i, _mm512_mul_ps(_mm512_loadu_ps(x + i), vinv));
+#endif
+  for (; i < n; ++i) x[i] *= inv;
+}
+
+void swiglu(const float* gate, const float* up, float* out, int64_t n) {
+  int64_t i = 0;
+#if defined(__AVX512F__)
+  const __m512 one = _mm512_set1_ps(1.0f);
+  for (; i < n; i += 16) {
+    const __mmask16 m = n - i >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << (n - i)) - 1);
+    const __m512 g = _mm512_maskz_loadu_ps(m, gate + i);
+    const __m512 u = _mm512_maskz_loadu_ps(m, up + i);
+    const __m512 e = exp512(_mm512_sub_ps(_mm512_setzero_ps(), g));
+    const __m512 s = _mm512_div_ps(g, _mm512_add_ps(one, e));
+    _mm512_mask_storeu_ps(out + i, m, _mm512_mul_ps(s, u));
+  }
+#elif defined(__AVX2__) && defined(__FMA__)
+  const __m256 one = _mm256_set1_ps(1.0f);
+  for (; i + 8 <= n; i += 8) {
+    const __m256 g = _mm256_loadu_ps(gate + i);
+    const __m256 e = exp256(_mm256_sub_ps(_mm256_setzero_ps(), g));
+    _mm256_storeu_ps(out + i, _mm256_mul_ps(_mm256_div_ps(g, _mm256_add_ps(one, e)), _mm256_loadu_ps(up + i)));
+  }
+#endif
+  for (; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+}
+
+void add_inplace(float* y, const float* x, int64_t n) {
+  int64_t i = 0;
+#if defined(__AVX512F__)
+  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, _mm512_add_ps(_mm512_loadu_ps(y + i), _mm512_loadu_ps(x + i)));
+#elif defined(__AVX__)
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_add_ps(_mm256_loadu_ps(y + i), _mm256_loadu_ps(x + i)));
+#endif
+  for (; i < n; ++i) y[i] += x[i];
+}
+
+void axpy(float a, const float* x, float* y, int64_t n) {
+  int64_t i = 0;
+#if defined(__AVX512F__)
+  const __m512 va = _mm512_set1_ps(a);
+  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, _mm512_fmadd_ps(va, _mm512_loadu_ps(x + i), _mm512_loadu_ps(y + i)));
+#elif defined(__AVX2__) && defined(__FMA__)
+  const __m256 va = _mm256_set1_ps(a);
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+#endif
+  for (; i < n; ++i) y[i] += a * x[i];
+}
+
+float dot(const float* a, const float* b, int64_t n) {
+  int64_t i = 0;
+  float s = 0.0f;
+#if defined(__AVX512F__)
+  __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps(), a2 = _mm512_setzero_ps(), a3 = _mm512_setzero_ps();
+  for (; i + 64 <= n; i += 64) {
+    a0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), a0);
+    a1 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 16), _mm512_loadu_ps(b + i + 16), a1);
+    a2 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 32), _mm512_loadu_ps(b + i + 32), a2);
+    a3 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 48), _mm512_loadu_ps(b + i + 48), a3);
+  }
+  for (; i + 16 <= n; i += 16) a0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), a0);
+  if (i < n) {
+    const __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1);
+    a1 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, a + i), _mm512_maskz_loadu_ps(m, b + i), a1);
+    i = n;
+  }
+  s = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
+#elif defined(__AVX2__) && defined(__FMA__)
+  __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+  for (; i + 16 <= n; i += 16) {
+    a0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), a0);
+    a1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), a1);
+  }
+  s = hsum256(_mm256_add_ps(a0, a1));
+#endif
+  for (; i < n; ++i) s += a[i] * b[i];
+  return s;
+}
+
+void rope_inplace(float* x, int n_heads, int64_t pos, const RopeConfig& config) {
+  const int head_dim = config.head_dim;
+  const int n_rot = config.n_rot;
+  if (head_dim <= 0 || n_rot <= 0 || n_rot > head_dim || n_rot % 2 != 0) {
+    fail("rope: invalid head_dim {} / n_rot {} (n_rot must be even and in (0, head_dim])", head_dim, n_rot);
+  }
+  constexpr int kMaxPairs = 512;
+  const int half = n_rot / 2;
+  if (half > kMaxPairs) fail("rope: n_rot {} too large (max {})", n_rot, 2 * kMaxPairs);
+  float cs[kMaxPairs], sn[kMaxPairs];
+  const double base = static_cast<double>(config.base);
+  for (int i = 0; i < half; ++i) {
+    double theta = static_cast<double>(pos) * std::pow(base, -2.0 * i / n_rot);
+    if (config.freq_factors != nullptr) theta /= static_cast<double>(config.freq_factors[i]);
+    cs[i] = static_cast<float>(std::cos(theta));
+    sn[i] = static_cast<float>(std::sin(theta));
+  }
+  for (int h = 0; h < n_heads; ++h) {
+    float* v = x + static_cast<int64_t>(h) * head_dim;
+    if (config.neox) {
+      for (int i = 0; i < half; ++i) {
+        const float a = v[i], b = v[i + half];
+        v[i] = a * cs[i] - b * sn[i];
+        v[i + half] = a * sn[i] + b * cs[i];
+      }
+    } else {
+      for (int i = 0; i < half; ++i) {
+        const float a = v[2 * i], b = v[2 * i + 1];
+        v[2 * i] = a * cs[i] - b * sn[i];
+        v[2 * i + 1] = a * sn[i] + b * cs[i];
+      }
+    }
+  }
+}
+
+}  // namespace kvslim
