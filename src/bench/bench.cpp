@@ -4,6 +4,7 @@
 #include <chrono>
 #include <random>
 
+#include "press/registry.h"
 #include "util/error.h"
 
 namespace kvslim {
@@ -11,6 +12,7 @@ namespace kvslim {
 void BenchOptions::validate() const {
   if (reps < 1) fail("--reps must be >= 1 (got {})", reps);
   if (decode_tokens < 1) fail("--decode-tokens must be >= 1 (got {})", decode_tokens);
+  compression.validate();
   for (int n : prompt_lengths)
     if (n < 1) fail("prompt lengths must be >= 1 (got {})", n);
   for (int n : context_lengths)
@@ -43,6 +45,8 @@ std::vector<int32_t> random_tokens(int n, int n_vocab, uint64_t seed) {
 
 BenchReport run_bench(const Model& model, ThreadPool& pool, const BenchOptions& options) {
   options.validate();
+  if (options.compression.budget)
+    make_press(options.compression.press, options.compression.press_options)->check_budget(*options.compression.budget);
   const int n_vocab = model.config().n_vocab;
   EngineOptions engine;
   engine.batch = options.batch;
@@ -51,24 +55,33 @@ BenchReport run_bench(const Model& model, ThreadPool& pool, const BenchOptions& 
   for (int length : options.prompt_lengths) {
     const auto prompt = random_tokens(length, n_vocab, options.seed + length);
     engine.context = length;
-    std::vector<double> ms, rate;
-    uint64_t kv_bytes = 0;
+    std::vector<double> ms, rate, score_ms;
+    BenchPoint point;
     for (int rep = 0; rep < options.reps; ++rep) {
-      Session session(model, pool, engine, length);
+      const auto press = make_press(options.compression.press, options.compression.press_options);
+      Session session(model, pool, engine, length, press.get(), options.compression.resolve_budget(length));
       const auto start = Clock::now();
       session.prefill(prompt);
       ms.push_back(ms_between(start, Clock::now()));
       rate.push_back(length * 1000.0 / ms.back());
-      kv_bytes = session.cache().bytes_in_use();
+      score_ms.push_back(session.score_ms());
+      point.kv_bytes = session.kv().bytes_in_use();
+      point.kv_bytes_peak = session.kv().peak_bytes();
     }
-    report.prefill.push_back({length, Summary::of(rate), Summary::of(ms), kv_bytes});
+    point.length = length;
+    point.tokens_per_s = Summary::of(rate);
+    point.ms = Summary::of(ms);
+    point.score_ms = Summary::of(score_ms);
+    report.prefill.push_back(point);
   }
 
   for (int context : options.context_lengths) {
     const int steps = options.reps * options.decode_tokens;
     engine.context = context + steps;
     const auto tokens = random_tokens(context + steps, n_vocab, options.seed + 7 * context);
-    Session session(model, pool, engine, context + steps);
+    const auto press = make_press(options.compression.press, options.compression.press_options);
+    Session session(model, pool, engine, context + steps, press.get(), options.compression.resolve_budget(context),
+                    steps, options.seed);
     session.prefill(std::vector<int32_t>(tokens.begin(), tokens.begin() + context));
     std::vector<double> ms, rate;
     for (int rep = 0; rep < options.reps; ++rep) {
@@ -78,7 +91,13 @@ BenchReport run_bench(const Model& model, ThreadPool& pool, const BenchOptions& 
       ms.push_back(elapsed / options.decode_tokens);
       rate.push_back(options.decode_tokens * 1000.0 / elapsed);
     }
-    report.decode.push_back({context, Summary::of(rate), Summary::of(ms), session.cache().bytes_in_use()});
+    BenchPoint point;
+    point.length = context;
+    point.tokens_per_s = Summary::of(rate);
+    point.ms = Summary::of(ms);
+    point.kv_bytes = session.kv().bytes_in_use();
+    point.kv_bytes_peak = session.kv().peak_bytes();
+    report.decode.push_back(point);
   }
   return report;
 }

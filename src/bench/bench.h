@@ -16,6 +16,7 @@ struct BenchOptions {
   int decode_tokens = 16;  // tokens decoded per repetition at each context length
   int batch = 512;
   uint64_t seed = 1;
+  CompressionOptions compression;  // the method measured (prefill includes its scoring)
   void validate() const;
 };
 
@@ -28,7 +29,9 @@ struct BenchPoint {
   int length = 0;         // prompt length (prefill) or context length (decode)
   Summary tokens_per_s;
   Summary ms;             // per repetition: whole prefill, or per decoded token
+  Summary score_ms;       // prefill only: time in the method's hooks
   uint64_t kv_bytes = 0;  // KV bytes held when the measurement ended
+  uint64_t kv_bytes_peak = 0;
 };
 
 struct BenchReport {
@@ -36,8 +39,9 @@ struct BenchReport {
 };
 
 // Prompts are seeded random token ids. Prefill: each repetition prefills the prompt into a
-// fresh session. Decode: one session is filled to the context length, then each repetition
-// decodes `decode_tokens` tokens (so repetition i starts at context + i * decode_tokens).
+// fresh session (with the method's scoring and eviction). Decode: one session is filled to the
+// context length (and compressed), then each repetition decodes `decode_tokens` tokens (so
+// repetition i starts at context + i * decode_tokens).
 BenchReport run_bench(const Model& model, ThreadPool& pool, const BenchOptions& options);
 
 }  // namespace kvslim

@@ -4,6 +4,7 @@
 
 #include "bench/bench.h"
 #include "cli/commands.h"
+#include "cli/compression_options.h"
 
 namespace kvslim::cli {
 
@@ -13,15 +14,18 @@ nlohmann::json to_json(const BenchPoint& p, const char* length_key) {
   return {{length_key, p.length},
           {"tok_s", {{"median", p.tokens_per_s.median}, {"min", p.tokens_per_s.min}, {"max", p.tokens_per_s.max}}},
           {"ms", {{"median", p.ms.median}, {"min", p.ms.min}, {"max", p.ms.max}}},
-          {"kv_bytes", p.kv_bytes}};
+          {"score_ms", {{"median", p.score_ms.median}, {"min", p.score_ms.min}, {"max", p.score_ms.max}}},
+          {"kv_bytes", p.kv_bytes},
+          {"kv_bytes_peak", p.kv_bytes_peak}};
 }
 
 void print_table(const char* title, const char* length_name, const char* ms_name, const std::vector<BenchPoint>& points) {
-  fmt::print("{}\n{:>10} {:>12} {:>12} {:>12} {:>14} {:>14}\n", title, length_name, "tok/s med", "tok/s min",
-             "tok/s max", ms_name, "KV bytes");
+  fmt::print("{}\n{:>10} {:>12} {:>12} {:>12} {:>14} {:>12} {:>14} {:>14}\n", title, length_name, "tok/s med",
+             "tok/s min", "tok/s max", ms_name, "score ms", "KV bytes", "KV peak");
   for (const auto& p : points)
-    fmt::print("{:>10} {:>12.2f} {:>12.2f} {:>12.2f} {:>14.2f} {:>14}\n", p.length, p.tokens_per_s.median,
-               p.tokens_per_s.min, p.tokens_per_s.max, p.ms.median, p.kv_bytes);
+    fmt::print("{:>10} {:>12.2f} {:>12.2f} {:>12.2f} {:>14.2f} {:>12.2f} {:>14} {:>14}\n", p.length,
+               p.tokens_per_s.median, p.tokens_per_s.min, p.tokens_per_s.max, p.ms.median, p.score_ms.median,
+               p.kv_bytes, p.kv_bytes_peak);
 }
 
 }  // namespace
@@ -41,6 +45,7 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--reps", opt->bench.reps, "repetitions per measurement")->capture_default_str();
   cmd->add_option("--decode-tokens", opt->bench.decode_tokens, "tokens decoded per repetition")->capture_default_str();
   cmd->add_option("--batch", opt->bench.batch, "prefill chunk size")->capture_default_str();
+  add_compression_options(*cmd, opt->bench.compression);
   cmd->add_option("--threads", opt->threads, "threads (0: all cores)")->capture_default_str();
   cmd->add_flag("--json", opt->json, "print JSON");
   cmd->callback([opt] {
@@ -49,13 +54,15 @@ void add_bench_command(CLI::App& app) {
     const BenchReport report = run_bench(*model, pool, opt->bench);
     if (opt->json) {
       nlohmann::json out = {{"model", opt->model}, {"threads", pool.size()}, {"reps", opt->bench.reps},
+                            {"press", opt->bench.compression.press},
                             {"prefill", nlohmann::json::array()}, {"decode", nlohmann::json::array()}};
       for (const auto& p : report.prefill) out["prefill"].push_back(to_json(p, "prompt_length"));
       for (const auto& p : report.decode) out["decode"].push_back(to_json(p, "context_length"));
       fmt::print("{}\n", out.dump(2));
       return;
     }
-    fmt::print("model {}, {} threads, {} reps\n", opt->model, pool.size(), opt->bench.reps);
+    fmt::print("model {}, {} threads, {} reps, press {}\n", opt->model, pool.size(), opt->bench.reps,
+               opt->bench.compression.press);
     print_table("prefill", "prompt", "ms/prompt", report.prefill);
     print_table("decode", "context", "ms/token", report.decode);
   });

@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "cli/commands.h"
+#include "cli/compression_options.h"
 #include "cli/prompt_input.h"
 #include "engine/session.h"
 #include "model/model.h"
@@ -18,6 +19,7 @@ struct GenerateOptions {
   PromptInput prompt;
   int n_predict = 128;
   SamplerParams sampling;
+  CompressionOptions compression;
   EngineOptions engine;
   int threads = 0;
   bool no_bos = false;
@@ -34,6 +36,7 @@ void run_generate(const GenerateOptions& opt) {
   request.prompt = tokenizer.encode(opt.prompt.read(), tokenizer.add_bos_by_default() && !opt.no_bos, !opt.no_special);
   request.n_predict = opt.n_predict;
   request.sampling = opt.sampling;
+  request.compression = opt.compression;
   ThreadPool pool(opt.threads);
 
   std::function<void(const std::string&)> stream;
@@ -60,6 +63,10 @@ void run_generate(const GenerateOptions& opt) {
         {"kv_bytes_final", r.kv_bytes_final},
         {"token_ids", r.tokens},
         {"seed", opt.sampling.seed},
+        {"press", opt.compression.press},
+        {"budget", r.budget},
+        {"score_ms", r.score_ms},
+        {"kept_tokens", r.kept_tokens},
         {"threads", pool.size()},
     };
     // Invalid UTF-8 (a multi-byte character cut by -n) is replaced rather than refused.
@@ -67,9 +74,9 @@ void run_generate(const GenerateOptions& opt) {
   } else {
     fmt::print("\n");
     fmt::print(stderr, "prompt: {} tokens, {:.1f} ms ({:.1f} tok/s); generated: {} tokens, {:.1f} ms ({:.1f} tok/s); "
-               "stop: {}; KV bytes peak {} final {}\n",
+               "stop: {}; press {} (scoring {:.1f} ms, {:.1f} tokens kept per head); KV bytes peak {} final {}\n",
                r.n_prompt, r.prefill_ms, prefill_tok_s, r.tokens.size(), r.decode_ms, decode_tok_s, r.stop_reason,
-               r.kv_bytes_peak, r.kv_bytes_final);
+               opt.compression.press, r.score_ms, r.kept_tokens, r.kv_bytes_peak, r.kv_bytes_final);
   }
 }
 
@@ -91,6 +98,7 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("--ctx", opt->engine.context, "context size in tokens (prompt + generated)")->capture_default_str();
   cmd->add_option("--batch", opt->engine.batch, "prefill chunk size in tokens")->capture_default_str();
   cmd->add_option("--threads", opt->threads, "threads (0: all cores)")->capture_default_str();
+  add_compression_options(*cmd, opt->compression);
   cmd->add_flag("--no-bos", opt->no_bos, "do not prepend BOS even if the tokenizer asks for it");
   cmd->add_flag("--no-special", opt->no_special, "treat special-token text in the prompt as plain text");
   cmd->add_flag("--json", opt->json, "print one JSON object with the text, ids and timings");

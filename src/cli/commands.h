@@ -10,5 +10,7 @@ void add_tokenize_command(CLI::App& app);
 void add_generate_command(CLI::App& app);
 void add_init_model_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
+void add_presses_command(CLI::App& app);
+void add_inspect_command(CLI::App& app);
 
 }  // namespace kvslim::cli

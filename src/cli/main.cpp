@@ -15,6 +15,8 @@ int main(int argc, char** argv) {
   kvslim::cli::add_generate_command(app);
   kvslim::cli::add_init_model_command(app);
   kvslim::cli::add_bench_command(app);
+  kvslim::cli::add_presses_command(app);
+  kvslim::cli::add_inspect_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -2,52 +2,150 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <cstring>
 
-#include "kv/dense_cache.h"
+#include "press/registry.h"
 #include "util/error.h"
 
 namespace kvslim {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+int32_t argmax(const float* logits, int n) { return int32_t(std::max_element(logits, logits + n) - logits); }
+
+}  // namespace
 
 void EngineOptions::validate() const {
   if (context < 1) fail("--ctx must be >= 1 (got {})", context);
   if (batch < 1) fail("--batch must be >= 1 (got {})", batch);
 }
 
-Session::Session(const Model& model, ThreadPool& pool, const EngineOptions& options, int64_t capacity)
+void CompressionOptions::validate() const {
+  if (budget && *budget <= 0) fail("--budget must be > 0 (got {})", *budget);
+  if (ratio && !(*ratio >= 0 && *ratio < 1)) fail("--ratio must be in [0, 1) (got {})", *ratio);
+  if (budget && ratio) fail("give --budget or --ratio, not both");
+}
+
+int64_t CompressionOptions::resolve_budget(int64_t n_prompt) const {
+  if (budget) return *budget;
+  if (ratio) return std::max<int64_t>(1, int64_t(std::floor(double(n_prompt) * (1.0 - *ratio))));
+  return INT64_MAX;
+}
+
+Session::Session(const Model& model, ThreadPool& pool, const EngineOptions& options, int64_t capacity, Press* press,
+                 int64_t budget, int n_predict, uint64_t seed)
     : model_(model),
       pool_(pool),
       options_(options),
-      cache_(std::make_unique<DenseKvCache>(model.config(), std::min<int64_t>(capacity, options.context))),
-      forward_(model, std::max(1, std::min<int>(options.batch, capacity))) {
+      cache_(model.config(), std::min<int64_t>(capacity, options.context)),
+      forward_(model, std::max(1, int(std::min<int64_t>(options.batch, capacity)))),
+      press_(press),
+      budget_(budget),
+      n_predict_(n_predict),
+      seed_(seed) {
   options_.validate();
+}
+
+void Session::timed(void (Press::*hook)(PressContext&)) {
+  const auto start = Clock::now();
+  (press_->*hook)(*this);
+  score_ms_ += ms_since(start);
 }
 
 const float* Session::prefill(const std::vector<int32_t>& tokens) {
   if (tokens.empty()) fail("cannot prefill an empty prompt");
+  prompt_ = tokens;
+  if (press_) {
+    press_->begin(*this);
+    cache_.set_probe(press_->prefill_probe());
+  }
   const float* logits = nullptr;
   for (size_t start = 0; start < tokens.size(); start += forward_.max_block()) {
     const int n = int(std::min<size_t>(forward_.max_block(), tokens.size() - start));
-    logits = forward_.run(tokens.data() + start, n, n_past_, *cache_, pool_);
+    logits = forward_.run(tokens.data() + start, n, n_past_, cache_, pool_);
     n_past_ += n;
+    if (press_) timed(&Press::after_prefill_block);
   }
-  return logits;
+  // Appended rows and pseudo responses reuse the forward buffers: keep the prompt's logits.
+  last_logits_.assign(logits, logits + model_.config().n_vocab);
+  if (press_) {
+    cache_.set_probe(nullptr);
+    timed(&Press::end_prefill);
+    cache_.set_probe(press_->decode_probe());
+    cache_.set_sparse_selector(press_->sparse_selector());
+  }
+  return last_logits_.data();
 }
 
 const float* Session::decode(int32_t token) {
-  const float* logits = forward_.run(&token, 1, n_past_, *cache_, pool_);
+  const float* logits = forward_.run(&token, 1, n_past_, cache_, pool_);
   ++n_past_;
+  if (press_) timed(&Press::after_decode_step);
   return logits;
+}
+
+std::vector<int64_t> Session::head_sizes() const {
+  std::vector<int64_t> sizes;
+  for (int l = 0; l < cache_.n_layers(); ++l)
+    for (int h = 0; h < cache_.n_kv_heads(); ++h) sizes.push_back(cache_.head(l, h).size());
+  return sizes;
+}
+
+void Session::truncate_heads(const std::vector<int64_t>& sizes) {
+  size_t i = 0;
+  for (int l = 0; l < cache_.n_layers(); ++l)
+    for (int h = 0; h < cache_.n_kv_heads(); ++h) cache_.head(l, h).truncate(sizes[i++], cache_.pool());
+}
+
+void Session::run_appended(const std::vector<int32_t>& tokens, AttentionProbe* probe) {
+  const std::vector<int64_t> sizes = head_sizes();
+  cache_.set_probe(probe);
+  for (size_t start = 0; start < tokens.size(); start += forward_.max_block()) {
+    const int n = int(std::min<size_t>(forward_.max_block(), tokens.size() - start));
+    forward_.run(tokens.data() + start, n, n_past_ + int64_t(start), cache_, pool_);
+  }
+  cache_.set_probe(nullptr);
+  truncate_heads(sizes);
+}
+
+std::vector<int32_t> Session::generate_pseudo(int n, AttentionProbe* probe) {
+  const std::vector<int64_t> sizes = head_sizes();
+  const int n_vocab = model_.config().n_vocab;
+  std::vector<int32_t> tokens;
+  cache_.set_probe(probe);
+  int32_t token = argmax(last_logits_.data(), n_vocab);
+  for (int i = 0; i < n; ++i) {
+    tokens.push_back(token);
+    const float* logits = forward_.run(&token, 1, n_past_ + i, cache_, pool_);
+    token = argmax(logits, n_vocab);
+  }
+  cache_.set_probe(nullptr);
+  truncate_heads(sizes);
+  return tokens;
+}
+
+void Session::keep(int layer, int kv_head, std::span<const int32_t> indices) {
+  cache_.head(layer, kv_head).retain(indices, cache_.pool());
+}
+
+void Session::record_scores(int layer, int kv_head, std::span<const float> scores) {
+  if (recorded_scores_.empty()) return;
+  recorded_scores_[size_t(layer) * cache_.n_kv_heads() + kv_head].assign(scores.begin(), scores.end());
 }
 
 namespace {
 
-double ms_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-}
-
-void validate_prompt(const Model& model, const EngineOptions& options, const GenerateRequest& request) {
+void validate_request(const Model& model, const EngineOptions& options, const GenerateRequest& request) {
   options.validate();
   request.sampling.validate();
+  request.compression.validate();
   if (request.prompt.empty()) fail("the prompt is empty (no tokens)");
   if (request.n_predict < 0) fail("-n must be >= 0 (got {})", request.n_predict);
   if (int64_t(request.prompt.size()) > options.context)
@@ -62,23 +160,32 @@ void validate_prompt(const Model& model, const EngineOptions& options, const Gen
 
 GenerateResult generate(const Model& model, ThreadPool& pool, const EngineOptions& options,
                         const GenerateRequest& request, const std::function<void(const std::string&)>& on_piece) {
-  validate_prompt(model, options, request);
-  const int64_t capacity = std::min<int64_t>(options.context, int64_t(request.prompt.size()) + request.n_predict);
-  Session session(model, pool, options, capacity);
+  validate_request(model, options, request);
+  const CompressionOptions& compression = request.compression;
+  const std::unique_ptr<Press> press = make_press(compression.press, compression.press_options);
+  if (compression.budget) press->check_budget(*compression.budget);
+  const int64_t n_prompt = int64_t(request.prompt.size());
+  const int64_t budget = compression.resolve_budget(n_prompt);
+  const int64_t capacity = std::min<int64_t>(options.context, n_prompt + request.n_predict);
+  Session session(model, pool, options, capacity, press.get(), budget, request.n_predict, request.sampling.seed);
   Sampler sampler(request.sampling, model.config().n_vocab);
   const Tokenizer& tokenizer = model.tokenizer();
 
   GenerateResult result;
-  result.n_prompt = int(request.prompt.size());
+  result.n_prompt = int(n_prompt);
+  result.budget = budget == INT64_MAX ? 0 : budget;
   result.stop_reason = "length";
   std::vector<int32_t> history = request.prompt;
   history.reserve(request.prompt.size() + request.n_predict);
 
-  auto start = std::chrono::steady_clock::now();
+  auto start = Clock::now();
   const float* logits = session.prefill(request.prompt);
   result.prefill_ms = ms_since(start);
+  result.score_ms = session.score_ms();
+  const PagedKvCache& kv = session.kv();
+  result.kept_tokens = double(kv.total_tokens()) / (kv.n_layers() * kv.n_kv_heads());
 
-  start = std::chrono::steady_clock::now();
+  start = Clock::now();
   for (int i = 0; i < request.n_predict; ++i) {
     const int32_t token = sampler.sample(logits, history);
     if (tokenizer.is_end_of_generation(token)) {
@@ -91,7 +198,9 @@ GenerateResult generate(const Model& model, ThreadPool& pool, const EngineOption
     result.text += piece;
     if (on_piece) on_piece(piece);
     if (i + 1 == request.n_predict) break;  // the last token needs no forward pass
-    if (session.n_past() >= session.cache().capacity()) {
+    int64_t largest_head = 0;
+    for (int l = 0; l < kv.n_layers(); ++l) largest_head = std::max(largest_head, kv.n_tokens(l));
+    if (largest_head >= kv.capacity()) {
       result.stop_reason = "context";
       break;
     }
@@ -99,8 +208,8 @@ GenerateResult generate(const Model& model, ThreadPool& pool, const EngineOption
     ++result.decode_steps;
   }
   result.decode_ms = ms_since(start);
-  result.kv_bytes_peak = session.cache().peak_bytes();
-  result.kv_bytes_final = session.cache().bytes_in_use();
+  result.kv_bytes_peak = kv.peak_bytes();
+  result.kv_bytes_final = kv.bytes_in_use();
   return result;
 }
 

@@ -1,52 +1,100 @@
-// A generation session: one model, one KV cache, chunked prefill and one-token decode.
+// A generation session: one model, one per-head KV cache, a compression method (press) and its
+// hooks; chunked prefill, appended rows, one-token decode.
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "engine/sampler.h"
-#include "kv/kv_cache.h"
+#include "kv/paged_cache.h"
 #include "model/forward.h"
 #include "model/model.h"
+#include "press/press.h"
 #include "util/thread_pool.h"
 
 namespace kvslim {
 
 struct EngineOptions {
-  int context = 4096;  // most tokens (prompt + generated) a session may hold
+  int context = 4096;  // most tokens (prompt + generated) one head may hold
   int batch = 512;     // prefill block size
   void validate() const;
 };
 
-class Session {
- public:
-  // `capacity` tokens of KV are allocated up front (at most options.context).
-  Session(const Model& model, ThreadPool& pool, const EngineOptions& options, int64_t capacity);
+// The method and its budget: either `budget` tokens per (layer, KV head), or `ratio` of the
+// prompt evicted (B = floor(n * (1 - ratio))), or neither (no limit).
+struct CompressionOptions {
+  std::string press = "full";
+  std::vector<std::string> press_options;  // key=value
+  std::optional<int64_t> budget;           // must be > 0
+  std::optional<double> ratio;             // must be in [0, 1)
+  void validate() const;
+  int64_t resolve_budget(int64_t n_prompt) const;
+};
 
-  // Prefills the tokens in blocks of options.batch; returns the last token's logits.
+class Session final : private PressContext {
+ public:
+  // `capacity` bounds each head (at most options.context). `press` may be null (no compression).
+  Session(const Model& model, ThreadPool& pool, const EngineOptions& options, int64_t capacity,
+          Press* press = nullptr, int64_t budget = INT64_MAX, int n_predict = 0, uint64_t seed = 0);
+
+  // Prefills the prompt in blocks of options.batch with the press's hooks; returns the prompt's
+  // last logits (valid until the next decode).
   const float* prefill(const std::vector<int32_t>& tokens);
   // Feeds one token at the next position; returns its logits.
   const float* decode(int32_t token);
 
-  int64_t n_past() const { return n_past_; }
-  const KvCache& cache() const { return *cache_; }
+  int64_t n_past() const override { return n_past_; }
+  const PagedKvCache& kv() const { return cache_; }
+  double score_ms() const { return score_ms_; }  // time spent in the press's hooks
+  // Keeps the scores the press reports (kvslim inspect --scores): [layer][kv head].
+  void record_scores() { recorded_scores_.assign(size_t(cache_.n_layers()) * cache_.n_kv_heads(), {}); }
+  const std::vector<float>& recorded_scores(int layer, int kv_head) const {
+    return recorded_scores_[size_t(layer) * cache_.n_kv_heads() + kv_head];
+  }
+  int64_t budget() const override { return budget_; }
 
  private:
+  // PressContext
+  const ModelConfig& config() const override { return model_.config(); }
+  PagedKvCache& cache() override { return cache_; }
+  const std::vector<int32_t>& prompt() const override { return prompt_; }
+  int n_predict() const override { return n_predict_; }
+  uint64_t seed() const override { return seed_; }
+  void run_appended(const std::vector<int32_t>& tokens, AttentionProbe* probe) override;
+  std::vector<int32_t> generate_pseudo(int n, AttentionProbe* probe) override;
+  void keep(int layer, int kv_head, std::span<const int32_t> indices) override;
+  void record_scores(int layer, int kv_head, std::span<const float> scores) override;
+
+  // Runs a press hook, adding its time to score_ms.
+  void timed(void (Press::*hook)(PressContext&));
+  std::vector<int64_t> head_sizes() const;
+  void truncate_heads(const std::vector<int64_t>& sizes);
+
   const Model& model_;
   ThreadPool& pool_;
   EngineOptions options_;
-  std::unique_ptr<KvCache> cache_;
+  PagedKvCache cache_;
   Forward forward_;
+  Press* press_;
+  int64_t budget_;
+  int n_predict_;
+  uint64_t seed_;
+  std::vector<int32_t> prompt_;
+  std::vector<float> last_logits_;
   int64_t n_past_ = 0;
+  double score_ms_ = 0;
+  std::vector<std::vector<float>> recorded_scores_;
 };
 
 struct GenerateRequest {
   std::vector<int32_t> prompt;
   int n_predict = 128;
   SamplerParams sampling;
+  CompressionOptions compression;
 };
 
 struct GenerateResult {
@@ -55,13 +103,15 @@ struct GenerateResult {
   std::string stop_reason;      // "eos", "length" (n_predict reached) or "context" (context full)
   int n_prompt = 0;
   int decode_steps = 0;         // forward passes of one token (the last sampled token needs none)
-  double prefill_ms = 0, decode_ms = 0;
+  int64_t budget = 0;           // resolved budget (0: none)
+  double prefill_ms = 0, score_ms = 0, decode_ms = 0;
+  double kept_tokens = 0;       // mean tokens per (layer, KV head) after prefill
   uint64_t kv_bytes_peak = 0, kv_bytes_final = 0;
 };
 
 // Validates the request (empty prompt, prompt longer than the context, ids outside the
-// vocabulary), prefills, then samples until EOS, n_predict or a full context. `on_piece`
-// receives each generated token's text as soon as it is sampled.
+// vocabulary, method and budget), prefills, then samples until EOS, n_predict or a full context.
+// `on_piece` receives each generated token's text as soon as it is sampled.
 GenerateResult generate(const Model& model, ThreadPool& pool, const EngineOptions& options,
                         const GenerateRequest& request, const std::function<void(const std::string&)>& on_piece = {});
 

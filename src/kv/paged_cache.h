@@ -1,0 +1,81 @@
+// The eviction-ready KV cache: one HeadCache per (layer, KV head), pages from one PagePool,
+// dense attention over what each head keeps, optional sparse attention over a per-head subset
+// at decode, and probes that let a method see attention probabilities as they are computed.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "kv/attention.h"
+#include "kv/head_cache.h"
+#include "kv/kv_cache.h"
+#include "kv/page_pool.h"
+#include "model/config.h"
+
+namespace kvslim {
+
+// Receives softmax rows while attention runs. Called concurrently for different query heads of
+// a layer, never concurrently for the same query head.
+class AttentionProbe {
+ public:
+  virtual ~AttentionProbe() = default;
+  // Query head `q_head` of the token at original position `query_position` attends over the
+  // first `n_visible` tokens of its KV head (cache indices 0..n_visible-1) with probabilities
+  // `probs`.
+  virtual void on_row(int layer, int q_head, int64_t query_position, const float* probs, int64_t n_visible) = 0;
+};
+
+// Chooses, at a decode step, which cached tokens each KV head's attention reads.
+class SparseSelector {
+ public:
+  virtual ~SparseSelector() = default;
+  // q: the decode token's queries [n_heads][head_dim]. Fill selected[kv_head] with strictly
+  // ascending cache indices (the newest token must be included by the selector if wanted).
+  // Return false to use dense attention for this layer.
+  virtual bool select(int layer, const float* q, const class PagedKvCache& cache,
+                      std::vector<std::vector<int32_t>>& selected) = 0;
+};
+
+class PagedKvCache final : public KvCache {
+ public:
+  // capacity: the most tokens any one head may hold (the context size).
+  PagedKvCache(const ModelConfig& config, int64_t capacity, int page_tokens = 256);
+  ~PagedKvCache() override;
+
+  void append(int layer, const float* k, const float* v, int n, const int64_t* positions) override;
+  // Dense causal attention; with a probe set, every softmax row is reported. For n == 1 and a
+  // selector set, attention reads only the selected tokens (the probe then sees nothing).
+  void attend(int layer, const float* q, int n, float* out, ThreadPool& pool) override;
+  int64_t n_tokens(int layer) const override;  // the largest head of the layer
+  int64_t capacity() const override { return capacity_; }
+  uint64_t bytes_in_use() const override { return pool_.bytes_in_use(); }
+  uint64_t peak_bytes() const override { return pool_.peak_bytes_in_use(); }
+
+  void set_probe(AttentionProbe* probe) { probe_ = probe; }
+  void set_sparse_selector(SparseSelector* selector) { selector_ = selector; }
+
+  int n_layers() const { return n_layers_; }
+  int n_kv_heads() const { return n_kv_heads_; }
+  int n_heads() const { return n_heads_; }
+  int head_dim() const { return head_dim_; }
+  HeadCache& head(int layer, int kv_head) { return heads_[size_t(layer) * n_kv_heads_ + kv_head]; }
+  const HeadCache& head(int layer, int kv_head) const { return heads_[size_t(layer) * n_kv_heads_ + kv_head]; }
+  PagePool& pool() { return pool_; }
+
+  // Token-exact accounting (pages round up): sum over heads of kept tokens.
+  int64_t total_tokens() const;
+
+ private:
+  int n_layers_, n_heads_, n_kv_heads_, head_dim_;
+  int64_t capacity_;
+  PagePool pool_;
+  std::vector<HeadCache> heads_;  // [layer][kv head]
+  AttentionProbe* probe_ = nullptr;
+  SparseSelector* selector_ = nullptr;
+  std::vector<AttentionScratch> scratch_;       // one per pool thread
+  std::vector<std::vector<int32_t>> selected_;  // per KV head, reused every decode step
+};
+
+}  // namespace kvslim

@@ -1,0 +1,47 @@
+// streaming_llm: the first `sinks` tokens plus the most recent ones; in decode the window
+// slides (the oldest non-sink token is evicted) so each head stays at the budget.
+#include <algorithm>
+#include <numeric>
+
+#include "press/methods.h"
+
+namespace kvslim {
+
+namespace {
+
+class StreamingLlmPress final : public Press {
+ public:
+  explicit StreamingLlmPress(int sinks) : sinks_(sinks) {}
+
+  void end_prefill(PressContext& ctx) override { evict(ctx); }
+  void after_decode_step(PressContext& ctx) override { evict(ctx); }
+
+ private:
+  void evict(PressContext& ctx) {
+    PagedKvCache& cache = ctx.cache();
+    const int64_t budget = ctx.budget();
+    for (int layer = 0; layer < cache.n_layers(); ++layer)
+      for (int h = 0; h < cache.n_kv_heads(); ++h) {
+        const int64_t n = cache.head(layer, h).size();
+        if (n <= budget) continue;
+        const int64_t sinks = std::min<int64_t>(sinks_, budget);
+        keep_.resize(budget);
+        std::iota(keep_.begin(), keep_.begin() + sinks, 0);
+        std::iota(keep_.begin() + sinks, keep_.end(), int32_t(n - (budget - sinks)));
+        ctx.keep(layer, h, keep_);
+      }
+  }
+
+  int sinks_;
+  std::vector<int32_t> keep_;  // reused every decode step
+};
+
+}  // namespace
+
+PressInfo streaming_llm_press() {
+  return {"streaming_llm", "attention sinks plus a sliding window of the most recent tokens",
+          {{"sinks", "4", "first tokens always kept"}},
+          [](const PressOptions& o) { return std::make_unique<StreamingLlmPress>(o.get_int("sinks", 0, 1 << 20)); }};
+}
+
+}  // namespace kvslim

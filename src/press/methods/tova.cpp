@@ -1,0 +1,59 @@
+// tova: the last query's attention (group mean) decides; keep the top `budget`, and at each
+// decode step evict the token the newest query attends to least.
+#include "press/attention_accumulator.h"
+#include "press/methods.h"
+#include "press/scorer_press.h"
+
+namespace kvslim {
+
+namespace {
+
+class TovaPress final : public ScorerPress {
+ public:
+  AttentionProbe* prefill_probe() override { return &last_row_; }
+  AttentionProbe* decode_probe() override { return &last_row_; }
+
+  void begin(PressContext& ctx) override { last_row_.reset(ctx.config(), ctx.n_prompt(), ctx.n_prompt() - 1); }
+
+  std::vector<float> score(PressContext& ctx, int layer, int kv_head) override {
+    std::vector<float> s = last_row_.group_mean(layer, kv_head);
+    s.resize(ctx.cache().head(layer, kv_head).size());
+    return s;
+  }
+
+  void end_prefill(PressContext& ctx) override {
+    ScorerPress::end_prefill(ctx);
+    prepare_next_step(ctx);
+  }
+
+  // The probe saw the new token's attention over each head's cache (itself included).
+  void after_decode_step(PressContext& ctx) override {
+    PagedKvCache& cache = ctx.cache();
+    for (int layer = 0; layer < cache.n_layers(); ++layer)
+      for (int h = 0; h < cache.n_kv_heads(); ++h)
+        if (cache.head(layer, h).size() > ctx.budget()) {
+          const std::vector<float> s = score(ctx, layer, h);
+          ctx.keep(layer, h, select(ctx, layer, h, s, ctx.budget()));
+        }
+    prepare_next_step(ctx);
+  }
+
+ private:
+  // The next decode token's row is the one to record; size the sums for the largest head + 1.
+  void prepare_next_step(PressContext& ctx) {
+    int64_t largest = 0;
+    for (int layer = 0; layer < ctx.cache().n_layers(); ++layer) largest = std::max(largest, ctx.cache().n_tokens(layer));
+    last_row_.reset(ctx.config(), largest + 1, ctx.n_past());
+  }
+
+  AttentionAccumulator last_row_;
+};
+
+}  // namespace
+
+PressInfo tova_press() {
+  return {"tova", "the last query's attention ranks tokens; decode evicts the least attended token each step", {},
+          [](const PressOptions&) { return std::make_unique<TovaPress>(); }};
+}
+
+}  // namespace kvslim

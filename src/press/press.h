@@ -1,0 +1,75 @@
+// The press layer: a KV-cache compression method observes what the engine hands it (attention
+// rows, keys and values, block boundaries, decode steps) and selects tokens; the engine evicts.
+// One method per file; every method is built from a PressInfo in the registry.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "kv/paged_cache.h"
+#include "model/config.h"
+
+namespace kvslim {
+
+// What a method may see of, and ask from, the running session.
+class PressContext {
+ public:
+  virtual ~PressContext() = default;
+
+  virtual const ModelConfig& config() const = 0;
+  virtual PagedKvCache& cache() = 0;
+  // Prompt tokens kept per (layer, KV head), sinks and windows included (METHODS.md "Budget").
+  virtual int64_t budget() const = 0;
+  virtual const std::vector<int32_t>& prompt() const = 0;
+  int64_t n_prompt() const { return int64_t(prompt().size()); }
+  // Tokens processed so far (prompt, then generated ones); the next token's position.
+  virtual int64_t n_past() const = 0;
+  // Most new tokens the request may generate (`-n`).
+  virtual int n_predict() const = 0;
+  virtual uint64_t seed() const = 0;
+
+  // Runs `tokens` as a continuation at positions n_past() .. n_past()+len-1 (causal among
+  // themselves, attending to everything cached); `probe` sees their attention rows. Their KV
+  // is removed afterwards; n_past() and the prompt's last logits are unchanged.
+  virtual void run_appended(const std::vector<int32_t>& tokens, AttentionProbe* probe) = 0;
+
+  // Greedily generates `n` tokens from the current cache and returns their ids; their KV is
+  // removed afterwards (LAQ's pseudo response). `probe` sees the generated tokens' attention.
+  virtual std::vector<int32_t> generate_pseudo(int n, AttentionProbe* probe) = 0;
+
+  // Eviction, done by the engine: keeps only the tokens at `indices` (strictly ascending cache
+  // indices) of one (layer, KV head).
+  virtual void keep(int layer, int kv_head, std::span<const int32_t> indices) = 0;
+
+  // Methods report the scores they selected by (one per cached token, before eviction) so
+  // that `kvslim inspect --scores` can show them; ignored unless recording.
+  virtual void record_scores(int layer, int kv_head, std::span<const float> scores) {}
+};
+
+class Press {
+ public:
+  virtual ~Press() = default;
+
+  // Probes the engine installs while the prompt's forward passes run / at each decode step.
+  virtual AttentionProbe* prefill_probe() { return nullptr; }
+  virtual AttentionProbe* decode_probe() { return nullptr; }
+  // Decode-time sparse attention (RocketKV stage 2, Quest, SparQ, Exact-TopK).
+  virtual SparseSelector* sparse_selector() { return nullptr; }
+
+  // Throws kvslim::Error when an explicit --budget cannot work with the options (a window
+  // larger than the budget), before any work is done.
+  virtual void check_budget(int64_t budget) const {}
+
+  // Before the first prefill block (size accumulators here).
+  virtual void begin(PressContext& ctx) {}
+  // After each prefill block's forward pass over every layer.
+  virtual void after_prefill_block(PressContext& ctx) {}
+  // Once the whole prompt is cached; the prompt's last logits are already computed.
+  virtual void end_prefill(PressContext& ctx) {}
+  // After each decode step's forward pass (the new token is cached).
+  virtual void after_decode_step(PressContext& ctx) {}
+};
+
+}  // namespace kvslim
