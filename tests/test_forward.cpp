@@ -5,7 +5,7 @@
 #include <cmath>
 
 #include "engine/session.h"
-#include "kv/dense_cache.h"
+#include "kv/paged_cache.h"
 #include "model/forward.h"
 #include "model/model.h"
 #include "test_models.h"
@@ -176,7 +176,7 @@ std::vector<int32_t> test_tokens(int n, int n_vocab) {
 // All logits of a prompt run as blocks of `block` tokens.
 std::vector<float> engine_logits(const Model& model, const std::vector<int32_t>& tokens, int block, int threads) {
   ThreadPool pool(threads);
-  DenseKvCache cache(model.config(), int64_t(tokens.size()));
+  PagedKvCache cache(model.config(), int64_t(tokens.size()));
   Forward forward(model, block);
   const int n_vocab = model.config().n_vocab;
   std::vector<float> all;
@@ -278,7 +278,7 @@ TEST(Forward, OneAndTwoThreadsGiveIdenticalLogits) {
 TEST(Forward, TokenOutsideVocabularyIsAnError) {
   const auto model = Model::load(make_model(tm(Arch::Llama, DType::F32)));
   ThreadPool pool(1);
-  DenseKvCache cache(model->config(), 4);
+  PagedKvCache cache(model->config(), 4);
   Forward forward(*model, 4);
   const int32_t bad = model->config().n_vocab;
   EXPECT_THROW(forward.run(&bad, 1, 0, cache, pool), Error);
@@ -304,6 +304,7 @@ TEST(Session, GenerationStopsAtTheContextAndReportsKvBytes) {
   ThreadPool pool(2);
   EngineOptions options;
   options.context = 12;
+  options.page_tokens = 4;
   GenerateRequest request;
   request.prompt = test_tokens(5, model->config().n_vocab);
   request.n_predict = 100;
@@ -312,9 +313,10 @@ TEST(Session, GenerationStopsAtTheContextAndReportsKvBytes) {
   if (r.stop_reason == "eos") GTEST_SKIP() << "the random model chose EOS first";
   EXPECT_EQ(r.stop_reason, "context");
   EXPECT_EQ(r.tokens.size(), 8u);  // 5 prompt + 7 decoded fill 12 slots; the 8th sample needs no slot
-  const uint64_t per_token = model->kv_bytes_per_token();
-  EXPECT_EQ(r.kv_bytes_final, 12 * per_token);
-  EXPECT_EQ(r.kv_bytes_peak, 12 * per_token);
+  // 12 tokens = 3 pages of 4 per head, 2 layers x 2 KV heads; a page (4 x 16 floats of K and
+  // of V, 4 positions: 544 bytes) is mapped as one 4 KiB OS page.
+  EXPECT_EQ(r.kv_bytes_final, 3u * 4 * 4096);
+  EXPECT_EQ(r.kv_bytes_peak, 3u * 4 * 4096);
 }
 
 }  // namespace

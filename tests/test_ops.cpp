@@ -327,7 +327,9 @@ TEST_P(OpsMatvec, MatchesDoubleReference) {
   const DType type = GetParam();
   ThreadPool pool(2);
   uint32_t seed = 1;
-  for (int64_t cols : {32, 64, 96, 2080}) {
+  std::vector<int64_t> col_sizes = {32, 64, 96, 2080};
+  if (type != DType::Q8_0) col_sizes.insert(col_sizes.end(), {1, 7, 17, 33, 100, 257});  // ragged tails
+  for (int64_t cols : col_sizes) {
     for (int64_t rows : {1, 3, 17, 64, 301}) {
       const TestWeights w = make_weights(type, rows, cols, seed++);
       const auto x = random_vec(static_cast<size_t>(cols), seed++);
@@ -387,7 +389,9 @@ TEST_P(OpsMatmul, MatchesDoubleReference) {
   };
   const Shape shapes[] = {{1, 3, 32},   {2, 1, 64},    {5, 17, 96},  {13, 3, 2080},  {7, 45, 32},
                           {37, 17, 96}, {29, 100, 1024}, {64, 70, 544}, {12, 32, 256}, {25, 33, 2080}};
-  for (const Shape& s : shapes) {
+  std::vector<Shape> all(std::begin(shapes), std::end(shapes));
+  if (type != DType::Q8_0) all.insert(all.end(), {{3, 5, 1}, {14, 19, 7}, {26, 40, 300}, {13, 33, 517}});
+  for (const Shape& s : all) {
     const TestWeights w = make_weights(type, s.rows, s.cols, seed++);
     const auto x = random_vec(static_cast<size_t>(s.n * s.cols), seed++);
     std::vector<float> y(static_cast<size_t>(s.n * s.rows), -1.0f);

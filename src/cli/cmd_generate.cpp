@@ -97,6 +97,7 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("--seed", opt->sampling.seed, "sampling seed")->capture_default_str();
   cmd->add_option("--ctx", opt->engine.context, "context size in tokens (prompt + generated)")->capture_default_str();
   cmd->add_option("--batch", opt->engine.batch, "prefill chunk size in tokens")->capture_default_str();
+  cmd->add_option("--kv-page", opt->engine.page_tokens, "KV page size in tokens per head")->capture_default_str();
   cmd->add_option("--threads", opt->threads, "threads (0: all cores)")->capture_default_str();
   add_compression_options(*cmd, opt->compression);
   cmd->add_flag("--no-bos", opt->no_bos, "do not prepend BOS even if the tokenizer asks for it");

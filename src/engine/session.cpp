@@ -20,11 +20,17 @@ double ms_since(Clock::time_point start) {
 
 int32_t argmax(const float* logits, int n) { return int32_t(std::max_element(logits, logits + n) - logits); }
 
+const EngineOptions& validated(const EngineOptions& options) {
+  options.validate();
+  return options;
+}
+
 }  // namespace
 
 void EngineOptions::validate() const {
   if (context < 1) fail("--ctx must be >= 1 (got {})", context);
   if (batch < 1) fail("--batch must be >= 1 (got {})", batch);
+  if (page_tokens < 1 || page_tokens > 65536) fail("--kv-page must be in [1, 65536] (got {})", page_tokens);
 }
 
 void CompressionOptions::validate() const {
@@ -43,15 +49,13 @@ Session::Session(const Model& model, ThreadPool& pool, const EngineOptions& opti
                  int64_t budget, int n_predict, uint64_t seed)
     : model_(model),
       pool_(pool),
-      options_(options),
-      cache_(model.config(), std::min<int64_t>(capacity, options.context)),
+      options_(validated(options)),
+      cache_(model.config(), std::min<int64_t>(capacity, options.context), options.page_tokens),
       forward_(model, std::max(1, int(std::min<int64_t>(options.batch, capacity)))),
       press_(press),
       budget_(budget),
       n_predict_(n_predict),
-      seed_(seed) {
-  options_.validate();
-}
+      seed_(seed) {}
 
 void Session::timed(void (Press::*hook)(PressContext&)) {
   const auto start = Clock::now();
@@ -91,6 +95,18 @@ const float* Session::decode(int32_t token) {
   return logits;
 }
 
+void Session::with_room_for(int64_t extra_tokens, const std::function<void()>& work) {
+  const int64_t capacity = cache_.capacity();
+  int64_t largest = 0;
+  for (int l = 0; l < cache_.n_layers(); ++l) largest = std::max(largest, cache_.n_tokens(l));
+  cache_.set_capacity(std::max(capacity, largest + extra_tokens));
+  const std::vector<int64_t> sizes = head_sizes();
+  work();
+  cache_.set_probe(nullptr);
+  truncate_heads(sizes);
+  cache_.set_capacity(capacity);
+}
+
 std::vector<int64_t> Session::head_sizes() const {
   std::vector<int64_t> sizes;
   for (int l = 0; l < cache_.n_layers(); ++l)
@@ -105,29 +121,27 @@ void Session::truncate_heads(const std::vector<int64_t>& sizes) {
 }
 
 void Session::run_appended(const std::vector<int32_t>& tokens, AttentionProbe* probe) {
-  const std::vector<int64_t> sizes = head_sizes();
-  cache_.set_probe(probe);
-  for (size_t start = 0; start < tokens.size(); start += forward_.max_block()) {
-    const int n = int(std::min<size_t>(forward_.max_block(), tokens.size() - start));
-    forward_.run(tokens.data() + start, n, n_past_ + int64_t(start), cache_, pool_);
-  }
-  cache_.set_probe(nullptr);
-  truncate_heads(sizes);
+  with_room_for(int64_t(tokens.size()), [&] {
+    cache_.set_probe(probe);
+    for (size_t start = 0; start < tokens.size(); start += forward_.max_block()) {
+      const int n = int(std::min<size_t>(forward_.max_block(), tokens.size() - start));
+      forward_.run(tokens.data() + start, n, n_past_ + int64_t(start), cache_, pool_);
+    }
+  });
 }
 
 std::vector<int32_t> Session::generate_pseudo(int n, AttentionProbe* probe) {
-  const std::vector<int64_t> sizes = head_sizes();
   const int n_vocab = model_.config().n_vocab;
   std::vector<int32_t> tokens;
-  cache_.set_probe(probe);
-  int32_t token = argmax(last_logits_.data(), n_vocab);
-  for (int i = 0; i < n; ++i) {
-    tokens.push_back(token);
-    const float* logits = forward_.run(&token, 1, n_past_ + i, cache_, pool_);
-    token = argmax(logits, n_vocab);
-  }
-  cache_.set_probe(nullptr);
-  truncate_heads(sizes);
+  with_room_for(n, [&] {
+    cache_.set_probe(probe);
+    int32_t token = argmax(last_logits_.data(), n_vocab);
+    for (int i = 0; i < n; ++i) {
+      tokens.push_back(token);
+      const float* logits = forward_.run(&token, 1, n_past_ + i, cache_, pool_);
+      token = argmax(logits, n_vocab);
+    }
+  });
   return tokens;
 }
 

@@ -21,6 +21,7 @@ namespace kvslim {
 struct EngineOptions {
   int context = 4096;  // most tokens (prompt + generated) one head may hold
   int batch = 512;     // prefill block size
+  int page_tokens = 256;  // KV storage granularity: tokens per page of one head
   void validate() const;
 };
 
@@ -71,6 +72,9 @@ class Session final : private PressContext {
 
   // Runs a press hook, adding its time to score_ms.
   void timed(void (Press::*hook)(PressContext&));
+  // Runs `work` (which appends rows) with the capacity raised by `extra_tokens`, then drops
+  // the appended rows and the probe.
+  void with_room_for(int64_t extra_tokens, const std::function<void()>& work);
   std::vector<int64_t> head_sizes() const;
   void truncate_heads(const std::vector<int64_t>& sizes);
 

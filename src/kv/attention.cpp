@@ -6,48 +6,228 @@
 #include <cmath>
 
 #include "tensor/ops.h"
+#include "tensor/simd.h"
 
 namespace kvslim {
 
 namespace {
 
-// One query against all visible keys: dot products, softmax, weighted sum of values.
-void attend_one(const float* q, const float* keys, const float* values, int64_t n_visible, int head_dim,
-                float scale, float* out, float* scores) {
-  for (int64_t j = 0; j < n_visible; ++j) scores[j] = dot(q, keys + j * head_dim, head_dim) * scale;
-  softmax_inplace(scores, n_visible);
-  std::fill(out, out + head_dim, 0.0f);
-  for (int64_t j = 0; j < n_visible; ++j) axpy(scores[j], values + j * head_dim, out, head_dim);
+// ---- one query per head: the decode kernels ----
+//
+// `row(j)` gives the j-th key (or value) row the kernel reads: consecutive rows of a page for
+// dense attention, gathered cache indices for sparse attention. Scores of head g are at
+// s[g * s_stride + j].
+
+// Generic path (any head_dim, any instruction set): every row is read once for all heads.
+template <class Row>
+void score_rows_generic(const float* q, int hd, int n_heads, Row row, int64_t rows, float scale, float* s,
+                        int64_t s_stride) {
+  for (int64_t j = 0; j < rows; ++j) {
+    const float* k = row(j);
+    for (int g = 0; g < n_heads; ++g) s[g * s_stride + j] = dot(q + int64_t(g) * hd, k, hd) * scale;
+  }
+}
+
+template <class Row>
+void weighted_rows_generic(const float* p, int64_t p_stride, int hd, int n_heads, Row row, int64_t rows, float* out) {
+  for (int64_t j = 0; j < rows; ++j) {
+    const float* v = row(j);
+    for (int g = 0; g < n_heads; ++g) axpy(p[g * p_stride + j], v, out + int64_t(g) * hd, hd);
+  }
+}
+
+#if defined(__AVX512F__)
+// Rows ahead to prefetch: the hardware prefetcher stops at 4 KiB boundaries and gathered
+// (sparse) rows are not sequential at all.
+constexpr int64_t kPrefetchRows = KV_PF;
+
+template <int CH>
+inline void prefetch_row(const float* r) {
+  for (int c = 0; c < CH; ++c) _mm_prefetch(reinterpret_cast<const char*>(r + 16 * c), _MM_HINT_T0);
+}
+
+// head_dim = 16 * CH: a key row sits in CH registers and is multiplied by every head's query.
+template <int CH, class Row>
+void score_rows_avx512(const float* q, int n_heads, Row row, int64_t rows, float scale, float* s, int64_t s_stride) {
+  constexpr int hd = 16 * CH;
+  for (int64_t j = 0; j < rows; ++j) {
+    const float* k = row(j);
+    if (j + kPrefetchRows < rows) prefetch_row<CH>(row(j + kPrefetchRows));
+    __m512 kr[CH];
+    for (int c = 0; c < CH; ++c) kr[c] = _mm512_loadu_ps(k + 16 * c);
+    for (int g = 0; g < n_heads; ++g) {
+      const float* qg = q + g * hd;
+      // Two independent chains halve the FMA latency per dot product.
+      __m512 a0 = _mm512_mul_ps(kr[0], _mm512_loadu_ps(qg));
+      __m512 a1 = _mm512_setzero_ps();
+      for (int c = 1; c < CH; ++c) {
+        if (c % 2) a1 = _mm512_fmadd_ps(kr[c], _mm512_loadu_ps(qg + 16 * c), a1);
+        else a0 = _mm512_fmadd_ps(kr[c], _mm512_loadu_ps(qg + 16 * c), a0);
+      }
+      s[g * s_stride + j] = _mm512_reduce_add_ps(_mm512_add_ps(a0, a1)) * scale;
+    }
+  }
+}
+
+// out[g] += sum_j p[g][j] * v_j for GB heads, the accumulators held in registers.
+template <int CH, int GB, class Row>
+void weighted_rows_block(const float* p, int64_t p_stride, Row row, int64_t rows, float* out) {
+  constexpr int hd = 16 * CH;
+  __m512 acc[GB][CH];
+  for (int g = 0; g < GB; ++g)
+    for (int c = 0; c < CH; ++c) acc[g][c] = _mm512_loadu_ps(out + g * hd + 16 * c);
+  for (int64_t j = 0; j < rows; ++j) {
+    const float* v = row(j);
+    if (j + kPrefetchRows < rows) prefetch_row<CH>(row(j + kPrefetchRows));
+    __m512 vr[CH];
+    for (int c = 0; c < CH; ++c) vr[c] = _mm512_loadu_ps(v + 16 * c);
+    for (int g = 0; g < GB; ++g) {
+      const __m512 pj = _mm512_set1_ps(p[g * p_stride + j]);
+      for (int c = 0; c < CH; ++c) acc[g][c] = _mm512_fmadd_ps(pj, vr[c], acc[g][c]);
+    }
+  }
+  for (int g = 0; g < GB; ++g)
+    for (int c = 0; c < CH; ++c) _mm512_storeu_ps(out + g * hd + 16 * c, acc[g][c]);
+}
+
+// Heads in blocks that keep at most 16 accumulator registers; the rows of a block are re-read
+// from cache (a page is at most a few hundred KB) for the next block.
+template <int CH, class Row>
+void weighted_rows_avx512(const float* p, int64_t p_stride, int n_heads, Row row, int64_t rows, float* out) {
+  constexpr int hd = 16 * CH;
+  constexpr int GB = CH >= 8 ? 2 : CH >= 4 ? 4 : 8;
+  int g = 0;
+  for (; g + GB <= n_heads; g += GB) weighted_rows_block<CH, GB>(p + g * p_stride, p_stride, row, rows, out + g * hd);
+  if constexpr (GB > 2) {
+    for (; g + GB / 2 <= n_heads; g += GB / 2)
+      weighted_rows_block<CH, GB / 2>(p + g * p_stride, p_stride, row, rows, out + g * hd);
+  }
+  for (; g < n_heads; ++g) weighted_rows_block<CH, 1>(p + g * p_stride, p_stride, row, rows, out + g * hd);
+}
+#endif
+
+// Dispatch on head_dim: register-resident rows for the common sizes, the generic path otherwise.
+template <class Row>
+void score_rows(const float* q, int hd, int n_heads, Row row, int64_t rows, float scale, float* s, int64_t s_stride) {
+#if defined(__AVX512F__)
+  switch (hd) {
+    case 16: return score_rows_avx512<1>(q, n_heads, row, rows, scale, s, s_stride);
+    case 32: return score_rows_avx512<2>(q, n_heads, row, rows, scale, s, s_stride);
+    case 64: return score_rows_avx512<4>(q, n_heads, row, rows, scale, s, s_stride);
+    case 128: return score_rows_avx512<8>(q, n_heads, row, rows, scale, s, s_stride);
+    default: break;
+  }
+#endif
+  score_rows_generic(q, hd, n_heads, row, rows, scale, s, s_stride);
+}
+
+template <class Row>
+void weighted_rows(const float* p, int64_t p_stride, int hd, int n_heads, Row row, int64_t rows, float* out) {
+#if defined(__AVX512F__)
+  switch (hd) {
+    case 16: return weighted_rows_avx512<1>(p, p_stride, n_heads, row, rows, out);
+    case 32: return weighted_rows_avx512<2>(p, p_stride, n_heads, row, rows, out);
+    case 64: return weighted_rows_avx512<4>(p, p_stride, n_heads, row, rows, out);
+    case 128: return weighted_rows_avx512<8>(p, p_stride, n_heads, row, rows, out);
+    default: break;
+  }
+#endif
+  weighted_rows_generic(p, p_stride, hd, n_heads, row, rows, out);
+}
+
+float* scores_buffer(AttentionScratch& scratch, int64_t n) {
+  // The owner sizes the buffer once; growing here only covers a caller that did not.
+  if (scratch.scores.size() < size_t(n)) scratch.scores.resize(size_t(n));
+  return scratch.scores.data();
+}
+
+// One query per head over every token of the head: scores page by page, one softmax per head,
+// then the probability-weighted values page by page.
+void decode_dense(const PagedKv& kv, const float* q, int n_heads, float* out, AttentionScratch& scratch,
+                  SoftmaxRowObserver* observer) {
+  const int hd = kv.head_dim;
+  const int64_t pt = kv.page_tokens;
+  const int64_t n = kv.head.size();
+  const auto& pages = kv.head.pages();
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  float* s = scores_buffer(scratch, int64_t(n_heads) * n);
+
+  for (int64_t p0 = 0; p0 < n; p0 += pt) {
+    const float* keys = pages[size_t(p0 / pt)]->keys;
+    score_rows(q, hd, n_heads, [keys, hd](int64_t j) { return keys + j * hd; }, std::min(pt, n - p0), scale, s + p0, n);
+  }
+  for (int g = 0; g < n_heads; ++g) {
+    softmax_inplace(s + g * n, n);
+    if (observer) observer->on_row(g, 0, s + g * n, n);
+  }
+  std::fill(out, out + int64_t(n_heads) * hd, 0.0f);
+  for (int64_t p0 = 0; p0 < n; p0 += pt) {
+    const float* values = pages[size_t(p0 / pt)]->values;
+    weighted_rows(s + p0, n, hd, n_heads, [values, hd](int64_t j) { return values + j * hd; }, std::min(pt, n - p0),
+                  out);
+  }
+}
+
+// A block of queries: per head and tile of queries, scores = Q K^T page by page into one row
+// per query, causal softmax per row, then out = P V accumulated page by page.
+void prefill_dense(const PagedKv& kv, const float* q, int64_t q_stride, int n_heads, int64_t n_q, float* out,
+                   int64_t out_stride, AttentionScratch& scratch, SoftmaxRowObserver* observer) {
+  const int hd = kv.head_dim;
+  const int64_t pt = kv.page_tokens;
+  const int64_t n_before = kv.head.size() - n_q;  // tokens every query sees
+  const auto& pages = kv.head.pages();
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const int64_t tile = std::min(n_q, kAttentionQueryTile);
+  float* s = scores_buffer(scratch, tile * kv.head.size());
+
+  for (int g = 0; g < n_heads; ++g) {
+    const float* qg = q + int64_t(g) * hd;
+    float* og = out + int64_t(g) * hd;
+    for (int64_t t0 = 0; t0 < n_q; t0 += tile) {
+      const int64_t rows = std::min(tile, n_q - t0);
+      const int64_t cols = n_before + t0 + rows;  // tokens visible to the tile's last query
+      for (int64_t p0 = 0; p0 < cols; p0 += pt)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(rows), int(std::min(pt, cols - p0)), hd, scale,
+                    qg + t0 * q_stride, int(q_stride), pages[size_t(p0 / pt)]->keys, hd, 0.0f, s + p0, int(cols));
+      for (int64_t i = 0; i < rows; ++i) {
+        float* row = s + i * cols;
+        const int64_t visible = n_before + t0 + i + 1;
+        softmax_inplace(row, visible);
+        if (observer) observer->on_row(g, t0 + i, row, visible);
+        std::fill(row + visible, row + cols, 0.0f);
+      }
+      for (int64_t p0 = 0; p0 < cols; p0 += pt)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(rows), hd, int(std::min(pt, cols - p0)), 1.0f,
+                    s + p0, int(cols), pages[size_t(p0 / pt)]->values, hd, p0 == 0 ? 0.0f : 1.0f,
+                    og + t0 * out_stride, int(out_stride));
+    }
+  }
 }
 
 }  // namespace
 
-void attend_causal(const float* q, int64_t q_stride, int64_t n_q, const float* keys, const float* values,
-                   int64_t n_keys, int head_dim, float* out, int64_t out_stride, AttentionScratch& scratch) {
-  const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
-  const int64_t n_before = n_keys - n_q;  // keys every query sees
-  const int64_t tile = std::min(n_q, kAttentionQueryTile);
-  if (scratch.scores.size() < size_t(tile * n_keys)) scratch.scores.resize(tile * n_keys);
-  float* scores = scratch.scores.data();
+void attend_dense(const PagedKv& kv, const float* q, int64_t q_stride, int n_q_heads, int64_t n_q, float* out,
+                  int64_t out_stride, AttentionScratch& scratch, SoftmaxRowObserver* observer) {
+  if (n_q < 1 || n_q_heads < 1) return;
+  if (n_q == 1)
+    decode_dense(kv, q, n_q_heads, out, scratch, observer);
+  else
+    prefill_dense(kv, q, q_stride, n_q_heads, n_q, out, out_stride, scratch, observer);
+}
 
-  if (n_q == 1) {
-    attend_one(q, keys, values, n_keys, head_dim, scale, out, scores);
-    return;
-  }
-  for (int64_t t0 = 0; t0 < n_q; t0 += tile) {
-    const int64_t rows = std::min(tile, n_q - t0);
-    const int64_t cols = n_before + t0 + rows;  // keys visible to the tile's last query
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, cols, head_dim, scale, q + t0 * q_stride, q_stride,
-                keys, head_dim, 0.0f, scores, cols);
-    for (int64_t i = 0; i < rows; ++i) {
-      float* row = scores + i * cols;
-      const int64_t visible = n_before + t0 + i + 1;
-      softmax_inplace(row, visible);
-      std::fill(row + visible, row + cols, 0.0f);
-    }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, head_dim, cols, 1.0f, scores, cols, values,
-                head_dim, 0.0f, out + t0 * out_stride, out_stride);
-  }
+void attend_sparse(const PagedKv& kv, std::span<const int32_t> indices, const float* q, int n_q_heads, float* out,
+                   AttentionScratch& scratch) {
+  const int hd = kv.head_dim;
+  const int64_t m = int64_t(indices.size());
+  std::fill(out, out + int64_t(n_q_heads) * hd, 0.0f);
+  if (m == 0 || n_q_heads < 1) return;
+  const HeadCache& head = kv.head;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  float* s = scores_buffer(scratch, int64_t(n_q_heads) * m);
+  const int32_t* idx = indices.data();
+  score_rows(q, hd, n_q_heads, [&head, idx](int64_t j) { return head.key(idx[j]); }, m, scale, s, m);
+  for (int g = 0; g < n_q_heads; ++g) softmax_inplace(s + g * m, m);
+  weighted_rows(s, m, hd, n_q_heads, [&head, idx](int64_t j) { return head.value(idx[j]); }, m, out);
 }
 
 }  // namespace kvslim

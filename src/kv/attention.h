@@ -1,22 +1,58 @@
-// Scaled dot-product attention of query heads over one KV head's contiguous key/value rows.
+// Scaled dot-product attention of the query heads that share one KV head over that head's
+// paged tokens (a HeadCache): dense causal attention for a block of queries, and sparse
+// attention of one query over a subset of the tokens. Scale 1/sqrt(head_dim).
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
+
+#include "kv/head_cache.h"
 
 namespace kvslim {
 
-// Rows of queries handled by one pair of matrix products; bounds the score buffer.
+// Rows of queries handled by one pass of matrix products; bounds the score buffer.
 constexpr int64_t kAttentionQueryTile = 128;
 
+// Per-thread working memory. The owner sizes `scores` once (attention_scores_size) so that
+// the kernels never allocate.
 struct AttentionScratch {
-  std::vector<float> scores;  // grows to tile x n_keys once, then reused
+  std::vector<float> scores;
 };
 
-// Keys and values are `n_keys` rows of `head_dim` floats. The `n_q` queries (row stride
-// q_stride) are the last n_q tokens of those keys: query i sees keys [0, n_keys - n_q + i].
-// Writes n_q rows of head_dim floats at `out` (row stride out_stride).
-void attend_causal(const float* q, int64_t q_stride, int64_t n_q, const float* keys, const float* values,
-                   int64_t n_keys, int head_dim, float* out, int64_t out_stride, AttentionScratch& scratch);
+// Floats of AttentionScratch::scores the kernels need for `n_q_heads` query heads (decode) or
+// query tiles (prefill) over a KV head holding up to `capacity` tokens.
+inline int64_t attention_scores_size(int n_q_heads, int64_t capacity) {
+  return (n_q_heads > kAttentionQueryTile ? n_q_heads : kAttentionQueryTile) * capacity;
+}
+
+// Sees every softmax row as the dense kernel computes it.
+class SoftmaxRowObserver {
+ public:
+  virtual ~SoftmaxRowObserver() = default;
+  // Query head `g` of the group (0-based) for query `i` of the block: probabilities over the
+  // head's first `n_visible` tokens.
+  virtual void on_row(int g, int64_t i, const float* probs, int64_t n_visible) = 0;
+};
+
+// Where one KV head's tokens live, as the kernels read them.
+struct PagedKv {
+  const HeadCache& head;
+  int head_dim;
+  int page_tokens;
+};
+
+// Dense causal attention of `n_q_heads` query heads (consecutive, head_dim apart in q and out)
+// for a block of `n_q` queries (row strides q_stride, out_stride). The queries are the head's
+// last n_q tokens: query i sees tokens [0, size - n_q + i]. n_q == 1 is the decode path (every
+// key row is read once for all the heads); larger blocks use matrix products page by page.
+void attend_dense(const PagedKv& kv, const float* q, int64_t q_stride, int n_q_heads, int64_t n_q, float* out,
+                  int64_t out_stride, AttentionScratch& scratch, SoftmaxRowObserver* observer = nullptr);
+
+// One query per head (n_q_heads consecutive heads, head_dim apart) attending over only the
+// tokens at `indices` (ascending cache indices): softmax over that subset. An empty subset
+// gives zeros.
+void attend_sparse(const PagedKv& kv, std::span<const int32_t> indices, const float* q, int n_q_heads, float* out,
+                   AttentionScratch& scratch);
 
 }  // namespace kvslim

@@ -53,6 +53,8 @@ class PagedKvCache final : public KvCache {
   uint64_t bytes_in_use() const override { return pool_.bytes_in_use(); }
   uint64_t peak_bytes() const override { return pool_.peak_bytes_in_use(); }
 
+  // Appended rows (DapQ, LookaheadKV, LAQ) briefly hold tokens beyond the request's capacity.
+  void set_capacity(int64_t capacity) { capacity_ = capacity; }
   void set_probe(AttentionProbe* probe) { probe_ = probe; }
   void set_sparse_selector(SparseSelector* selector) { selector_ = selector; }
 

@@ -11,5 +11,16 @@ PressInfo streaming_llm_press();
 PressInfo knorm_press();
 PressInfo snapkv_press();
 PressInfo tova_press();
+PressInfo lagkv_press();
+PressInfo dapq_press();
+PressInfo laq_press();
+PressInfo h2o_press();
+PressInfo pyramidkv_press();
+PressInfo adakv_press();
+PressInfo keydiff_press();
+PressInfo exact_topk_press();
+PressInfo quest_press();
+PressInfo sparq_press();
+PressInfo rocketkv_press();
 
 }  // namespace kvslim

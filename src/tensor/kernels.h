@@ -47,6 +47,42 @@ class Scratch {
 
 inline size_t align_up(size_t v, size_t a) { return (v + a - 1) / a * a; }
 
+// Prefetches the cache lines of columns [k0, k0 + kc) of rows [r0, r1) of a weight matrix, one
+// slice (`part` of `parts`) at a time. GEMM loops call it once per micro-kernel call to pull the
+// next weight panel out of DRAM while the current one is being computed on.
+class PanelPrefetcher {
+ public:
+  PanelPrefetcher(const WeightView& w, int64_t r0, int64_t r1, int64_t k0, int64_t kc, int64_t parts)
+      : base_(static_cast<const uint8_t*>(w.data)),
+        stride_(row_bytes(w.type, w.cols)),
+        off_(row_bytes(w.type, k0)),
+        lines_((row_bytes(w.type, kc) + 63) / 64 + 1),
+        r0_(r0),
+        parts_(parts),
+        total_(r1 > r0 ? static_cast<size_t>(r1 - r0) * lines_ : 0) {}
+
+  void part(int64_t p) const {
+    if (total_ == 0) return;
+    const size_t b = total_ * static_cast<size_t>(p) / static_cast<size_t>(parts_);
+    const size_t e = total_ * static_cast<size_t>(p + 1) / static_cast<size_t>(parts_);
+    size_t row = b / lines_, line = b % lines_;
+    const uint8_t* ptr = base_ + static_cast<size_t>(r0_ + static_cast<int64_t>(row)) * stride_ + off_;
+    for (size_t i = b; i < e; ++i) {
+      __builtin_prefetch(ptr + line * 64, 0, 3);
+      if (++line == lines_) {
+        line = 0;
+        ptr += stride_;
+      }
+    }
+  }
+
+ private:
+  const uint8_t* base_;
+  size_t stride_, off_, lines_;
+  int64_t r0_, parts_;
+  size_t total_;
+};
+
 // Activations quantised to 8 bits in blocks of 32 for the int8 dot products of Q8_0 weights.
 // q: the int8 values, n of them. scale: one float per block (value = scale * q), padded with
 // zeros to a multiple of 16 blocks. lane_corr: for every group of 4 consecutive values,
@@ -64,5 +100,7 @@ size_t q8_activation_bytes(int64_t n);
 // Quantises x (n % 32 == 0) into `buffer` (q8_activation_bytes(n) bytes, 64-byte aligned):
 // d = amax / 127 kept in float, q = round-to-nearest(x / d).
 Q8Activations quantize_activations(const float* x, int64_t n, void* buffer);
+// x rounded through that quantisation (out[i] = d * q), for kernels that compute in f32.
+void round_through_q8_activations(const float* x, int64_t n, float* out);
 
 }  // namespace kvslim::detail

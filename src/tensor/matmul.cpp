@@ -34,23 +34,108 @@ constexpr int kNR = 8;
 constexpr int64_t kKC = KVSLIM_KC;  // depth of one K slice (multiple of 32 so q8_0 blocks stay whole)
 
 // Packs tokens [t0, t0 + kMR) of x (n x k, row-major) as dst[kk * kMR + t]; missing tokens are 0.
-void pack_x_panel(const float* x, int64_t n, int64_t k, int64_t t0, float* dst) {
+// With quantise_x, each row is first rounded through the 8-bit activation quantisation that the
+// q8_0 int8 kernels use, so q8_0 results do not depend on which kernel the build has.
+void pack_x_panel(const float* x, int64_t n, int64_t k, int64_t t0, float* dst, bool quantise_x) {
   const int mt = static_cast<int>(std::min<int64_t>(kMR, n - t0));
   if (mt < kMR) std::memset(dst, 0, static_cast<size_t>(k) * kMR * sizeof(float));
+  const float* rows[kMR];
+  if (quantise_x) {
+    thread_local detail::Scratch q_scratch;
+    auto* q = static_cast<float*>(q_scratch.get(static_cast<size_t>(kMR) * k * sizeof(float)));
+    for (int t = 0; t < mt; ++t) {
+      detail::round_through_q8_activations(x + (t0 + t) * k, k, q + t * k);
+      rows[t] = q + t * k;
+    }
+  } else {
+    for (int t = 0; t < mt; ++t) rows[t] = x + (t0 + t) * k;
+  }
   constexpr int64_t kStep = 64;
   for (int64_t k0 = 0; k0 < k; k0 += kStep) {
     const int64_t k1 = std::min(k, k0 + kStep);
     for (int t = 0; t < mt; ++t) {
-      const float* src = x + (t0 + t) * k;
+      const float* src = rows[t];
       for (int64_t kk = k0; kk < k1; ++kk) dst[kk * kMR + t] = src[kk];
     }
   }
 }
 
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+// In-register transpose of a 16x16 float tile (r[i] = row i on entry, column i on exit).
+inline void transpose16x16(__m512 r[16]) {
+  __m512 t[16];
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  __m512 u[4][4];  // u[g][j]: in 128-bit lane L, column 4L + j of rows 4g .. 4g + 3
+  for (int g = 0; g < 4; ++g) {
+    u[g][0] = _mm512_shuffle_ps(t[4 * g], t[4 * g + 2], 0x44);
+    u[g][1] = _mm512_shuffle_ps(t[4 * g], t[4 * g + 2], 0xEE);
+    u[g][2] = _mm512_shuffle_ps(t[4 * g + 1], t[4 * g + 3], 0x44);
+    u[g][3] = _mm512_shuffle_ps(t[4 * g + 1], t[4 * g + 3], 0xEE);
+  }
+  for (int j = 0; j < 4; ++j) {
+    const __m512 v0 = _mm512_shuffle_f32x4(u[0][j], u[1][j], 0x44);
+    const __m512 v1 = _mm512_shuffle_f32x4(u[0][j], u[1][j], 0xEE);
+    const __m512 v2 = _mm512_shuffle_f32x4(u[2][j], u[3][j], 0x44);
+    const __m512 v3 = _mm512_shuffle_f32x4(u[2][j], u[3][j], 0xEE);
+    r[j] = _mm512_shuffle_f32x4(v0, v2, 0x88);
+    r[4 + j] = _mm512_shuffle_f32x4(v0, v2, 0xDD);
+    r[8 + j] = _mm512_shuffle_f32x4(v1, v3, 0x88);
+    r[12 + j] = _mm512_shuffle_f32x4(v1, v3, 0xDD);
+  }
+}
+
+// 16 consecutive values of a row as f32 (masked: the rest are 0).
+inline __m512 load16_as_f32(DType type, const uint8_t* row, int64_t k, __mmask16 m) {
+  switch (type) {
+    case DType::F32: return _mm512_maskz_loadu_ps(m, reinterpret_cast<const float*>(row) + k);
+    case DType::F16: return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, reinterpret_cast<const uint16_t*>(row) + k));
+    case DType::BF16:
+      return _mm512_castsi512_ps(
+          _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, reinterpret_cast<const uint16_t*>(row) + k)), 16));
+    case DType::Q8_0: break;  // dequantised through tmp
+  }
+  return _mm512_setzero_ps();
+}
+#define KVSLIM_TRANSPOSE_PACK 1
+#endif
+
 // Converts rows [r0, r0 + kNR) x columns [k0, k0 + kc) of w to f32 as dst[kk * kNR + j];
-// rows past the end are 0. tmp holds kNR * kKC floats.
+// rows past the end are 0. tmp holds kNR * kKC floats (used for q8_0 only).
 void pack_w_panel(const WeightView& w, int64_t r0, int64_t k0, int64_t kc, float* dst, float* tmp) {
   const int nr = static_cast<int>(std::min<int64_t>(kNR, w.rows - r0));
+#if defined(KVSLIM_TRANSPOSE_PACK)
+  // Rows are converted 16 values at a time and transposed in registers, 16 rows per tile.
+  const bool q8 = w.type == DType::Q8_0;
+  const uint8_t* rows[kNR];
+  for (int j = 0; j < kNR; ++j) {
+    if (j >= nr) {
+      rows[j] = nullptr;
+    } else if (q8) {
+      detail::dequantize_row_q8_0(reinterpret_cast<const BlockQ8_0*>(w.row(r0 + j)) + k0 / kQ8Block, tmp + j * kKC, kc);
+      rows[j] = reinterpret_cast<const uint8_t*>(tmp + j * kKC);
+    } else {
+      rows[j] = w.row(r0 + j);
+    }
+  }
+  const DType src_type = q8 ? DType::F32 : w.type;
+  const int64_t base = q8 ? 0 : k0;
+  for (int64_t kk = 0; kk < kc; kk += 16) {
+    const int cols = static_cast<int>(std::min<int64_t>(16, kc - kk));
+    const __mmask16 m = cols == 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << cols) - 1);
+    for (int half = 0; half < kNR / 16; ++half) {
+      __m512 v[16];
+      for (int i = 0; i < 16; ++i) {
+        const uint8_t* row = rows[16 * half + i];
+        v[i] = row != nullptr ? load16_as_f32(src_type, row, base + kk, m) : _mm512_setzero_ps();
+      }
+      transpose16x16(v);
+      for (int c = 0; c < cols; ++c) _mm512_storeu_ps(dst + (kk + c) * kNR + 16 * half, v[c]);
+    }
+  }
+#else
   for (int j = 0; j < nr; ++j) {
     const uint8_t* row = w.row(r0 + j);
     float* t = tmp + j * kKC;
@@ -64,16 +149,6 @@ void pack_w_panel(const WeightView& w, int64_t r0, int64_t k0, int64_t kc, float
     }
   }
   for (int j = nr; j < kNR; ++j) std::memset(tmp + j * kKC, 0, static_cast<size_t>(kc) * 4);
-#if defined(__AVX512F__)
-  // 16x16 transposes via gathers would be slower than this simple loop at these sizes; the
-  // compiler vectorises the inner j loop as a strided read.
-  for (int64_t kk = 0; kk < kc; ++kk) {
-    const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                                           _mm512_set1_epi32(static_cast<int>(kKC)));
-    _mm512_storeu_ps(dst + kk * kNR, _mm512_i32gather_ps(idx, tmp + kk, 4));
-    _mm512_storeu_ps(dst + kk * kNR + 16, _mm512_i32gather_ps(idx, tmp + 16 * kKC + kk, 4));
-  }
-#else
   for (int64_t kk = 0; kk < kc; ++kk) {
     for (int j = 0; j < kNR; ++j) dst[kk * kNR + j] = tmp[j * kKC + kk];
   }
@@ -161,7 +236,7 @@ void matmul_f32_gemm(const WeightView& w, const float* x, int64_t n, float* y, T
 
   const bool parallel = pool.size() > 1 && static_cast<double>(n) * w.rows * k > 2e6;
   auto pack = [&](int t, int nt) {
-    for (int64_t p = n_xpanels * t / nt; p < n_xpanels * (t + 1) / nt; ++p) pack_x_panel(x, n, k, p * kMR, xp + p * k * kMR);
+    for (int64_t p = n_xpanels * t / nt; p < n_xpanels * (t + 1) / nt; ++p) pack_x_panel(x, n, k, p * kMR, xp + p * k * kMR, w.type == DType::Q8_0);
   };
   auto compute = [&](int t, int nt) {
     thread_local detail::Scratch w_scratch;
@@ -175,10 +250,20 @@ void matmul_f32_gemm(const WeightView& w, const float* x, int64_t n, float* y, T
         const int64_t r0 = p * kNR;
         const int nr = static_cast<int>(std::min<int64_t>(kNR, w.rows - r0));
         pack_w_panel(w, r0, k0, kc, wp, tmp);
+        // The panel after this one: the next in this slice, or the first of the next slice.
+        int64_t next_r0 = r0 + kNR, next_k0 = k0, next_kc = kc;
+        if (p + 1 >= p1) {
+          next_r0 = p0 * kNR;
+          next_k0 = k0 + kKC;
+          next_kc = std::min(kKC, k - next_k0);
+        }
+        const detail::PanelPrefetcher prefetcher(w, next_r0, next_k0 < k ? std::min(w.rows, next_r0 + kNR) : next_r0,
+                                                 next_k0, next_k0 < k ? next_kc : 0, n_xpanels);
         for (int64_t xpi = 0; xpi < n_xpanels; ++xpi) {
           const int64_t t0 = xpi * kMR;
           const int mt = static_cast<int>(std::min<int64_t>(kMR, n - t0));
           micro_kernel(xp + xpi * k * kMR + k0 * kMR, wp, kc, y + t0 * w.rows + r0, w.rows, mt, nr, k0 == 0);
+          prefetcher.part(xpi);
         }
       }
     }

@@ -166,8 +166,8 @@ inline void dot_rows_float(const uint8_t* const* rows, const float* x, int64_t n
 // Each row's q bytes are fed to VNNI as unsigned (w + 128, by flipping the top bit) against the
 // signed activations; lane_corr (-128 * sum of the 4 activations of a lane) starts each lane's
 // accumulator so the result is exactly sum(w * x) per block. Blocks go two per 512-bit
-// register; scales for 16 blocks at a time are gathered, converted and combined with the
-// activation scales once, then permuted per pair.
+// register, whose two fp16 weight scales are broadcast into the halves of one vector (faster
+// than gathering 16 scales at once) and multiplied by the matching activation scales.
 template <int NR>
 inline void dot_rows_q8(const uint8_t* const* rows, const detail::Q8Activations& xa, int64_t nb, float* out) {
   __m512 acc0[NR], acc1[NR];
@@ -177,30 +177,30 @@ inline void dot_rows_q8(const uint8_t* const* rows, const detail::Q8Activations&
     acc_tail[r] = _mm256_setzero_ps();
   }
   const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
-  const __m512i gather_idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                                                _mm512_set1_epi32(static_cast<int>(sizeof(BlockQ8_0))));
   int64_t b = 0;
   for (; b + 16 <= nb; b += 16) {
     const __m512 xs = _mm512_loadu_ps(xa.scale + b);
-    __m512 s[NR];
-    for (int r = 0; r < NR; ++r) {
-      const __m512i raw = _mm512_i32gather_epi32(gather_idx, rows[r] + b * sizeof(BlockQ8_0), 1);
-      s[r] = _mm512_mul_ps(_mm512_cvtph_ps(_mm512_cvtepi32_epi16(raw)), xs);
-    }
 #pragma GCC unroll 8
     for (int p = 0; p < 8; ++p) {
       const int64_t blk = b + 2 * p;
       const __m512i xq = _mm512_loadu_si512(xa.q + blk * kQ8Block);
       const __m512i corr = _mm512_loadu_si512(xa.lane_corr + blk * 8);
       const __m512i pidx = _mm512_inserti64x4(_mm512_set1_epi32(2 * p), _mm256_set1_epi32(2 * p + 1), 1);
+      const __m512 xsp = _mm512_permutexvar_ps(pidx, xs);
 #pragma GCC unroll 8
       for (int r = 0; r < NR; ++r) {
-        const uint8_t* q0 = rows[r] + blk * sizeof(BlockQ8_0) + 2;
+        const uint8_t* b0 = rows[r] + blk * sizeof(BlockQ8_0);
+        const uint8_t* q0 = b0 + 2;
+        uint16_t ha, hb;
+        std::memcpy(&ha, b0, 2);
+        std::memcpy(&hb, b0 + sizeof(BlockQ8_0), 2);
+        const __m256i hv = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_set1_epi16(static_cast<short>(ha))),
+                                                   _mm_set1_epi16(static_cast<short>(hb)), 1);
+        const __m512 sc = _mm512_mul_ps(_mm512_cvtph_ps(hv), xsp);
         const __m512i w = _mm512_inserti64x4(
             _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(q0))),
             _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q0 + sizeof(BlockQ8_0))), 1);
         const __m512i d = _mm512_dpbusd_epi32(corr, _mm512_xor_si512(w, flip), xq);
-        const __m512 sc = _mm512_permutexvar_ps(pidx, s[r]);
         if (p & 1) {
           acc1[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), sc, acc1[r]);
         } else {

@@ -35,8 +35,11 @@ inline __m512 exp512(__m512 x) {
 
 #if defined(__AVX2__) && defined(__FMA__)
 inline __m256 exp256(__m256 x) {
-  x = _mm256_max_ps(_mm256_set1_ps(-87.3f), x);
-  x = _mm256_min_ps(_mm256_set1_ps(88.7f), x);
+  // Results below FLT_MIN flush to 0 and above FLT_MAX go to inf (no subnormals on this path).
+  const __m256 underflow = _mm256_cmp_ps(x, _mm256_set1_ps(-87.33654f), _CMP_LT_OQ);
+  const __m256 overflow = _mm256_cmp_ps(x, _mm256_set1_ps(88.72283f), _CMP_GT_OQ);
+  x = _mm256_max_ps(_mm256_set1_ps(-87.33654f), x);  // NaN passes through (second operand)
+  x = _mm256_min_ps(_mm256_set1_ps(88.72283f), x);
   const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
@@ -55,7 +58,8 @@ inline __m256 exp256(__m256 x) {
   const __m256 f1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(h, _mm256_set1_epi32(127)), 23));
   const __m256 f2 =
       _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_sub_epi32(ni, h), _mm256_set1_epi32(127)), 23));
-  return _mm256_mul_ps(_mm256_mul_ps(p, f1), f2);
+  const __m256 res = _mm256_mul_ps(_mm256_mul_ps(p, f1), f2);
+  return _mm256_blendv_ps(_mm256_andnot_ps(underflow, res), _mm256_set1_ps(INFINITY), overflow);
 }
 
 inline float hsum256(__m256 v) {

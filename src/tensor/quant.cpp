@@ -117,4 +117,10 @@ Q8Activations quantize_activations(const float* x, int64_t n, void* buffer) {
   return out;
 }
 
+void round_through_q8_activations(const float* x, int64_t n, float* out) {
+  thread_local Scratch scratch;
+  const Q8Activations a = quantize_activations(x, n, scratch.get(q8_activation_bytes(n)));
+  for (int64_t i = 0; i < n; ++i) out[i] = a.scale[i / kQ8Block] * static_cast<float>(a.q[i]);
+}
+
 }  // namespace kvslim::detail

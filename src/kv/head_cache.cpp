@@ -1,0 +1,79 @@
+#include "kv/head_cache.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "util/error.h"
+
+namespace kvslim {
+
+const float* HeadCache::key(int64_t i) const {
+  return pages_[size_t(i / page_tokens_)]->keys + (i % page_tokens_) * head_dim_;
+}
+
+const float* HeadCache::value(int64_t i) const {
+  return pages_[size_t(i / page_tokens_)]->values + (i % page_tokens_) * head_dim_;
+}
+
+int64_t HeadCache::position(int64_t i) const { return pages_[size_t(i / page_tokens_)]->positions[i % page_tokens_]; }
+
+void HeadCache::append(const float* key, const float* value, int64_t position, PagePool& pool) {
+  if (page_tokens_ == 0) {
+    page_tokens_ = pool.page_tokens();
+    head_dim_ = pool.head_dim();
+  }
+  const int64_t row = size_ % page_tokens_;
+  if (size_ == int64_t(pages_.size()) * page_tokens_) pages_.push_back(pool.acquire());
+  KvPage* page = pages_.back();
+  std::memcpy(page->keys + row * head_dim_, key, size_t(head_dim_) * sizeof(float));
+  std::memcpy(page->values + row * head_dim_, value, size_t(head_dim_) * sizeof(float));
+  page->positions[row] = position;
+  ++size_;
+}
+
+void HeadCache::retain(std::span<const int32_t> keep, PagePool& pool) {
+  // Validate everything first so that a bad selection leaves the cache untouched.
+  for (size_t j = 0; j < keep.size(); ++j) {
+    if (keep[j] < 0 || keep[j] >= size_)
+      fail("KV retain: index {} (#{}) is outside the {} cached tokens", keep[j], j, size_);
+    if (j > 0 && keep[j] <= keep[j - 1])
+      fail("KV retain: indices must be strictly ascending (#{} is {} after {})", j, keep[j], keep[j - 1]);
+  }
+  // keep[j] >= j, so moving rows forward in ascending order never overwrites a row still to be
+  // read. Runs of consecutive indices move as one block per page segment.
+  const int64_t pt = page_tokens_;
+  const size_t row_bytes = size_t(head_dim_) * sizeof(float);
+  int64_t dst = 0;
+  for (size_t j = 0; j < keep.size();) {
+    int64_t src = keep[j];
+    if (src == dst) {
+      ++j, ++dst;
+      continue;
+    }
+    // The longest run src, src+1, ... that stays inside one source page and one destination page.
+    int64_t run = 1;
+    const int64_t limit = std::min(pt - src % pt, pt - dst % pt);
+    while (run < limit && j + size_t(run) < keep.size() && keep[j + size_t(run)] == src + run) ++run;
+    const KvPage* from = pages_[size_t(src / pt)];
+    KvPage* to = pages_[size_t(dst / pt)];
+    const int64_t fr = src % pt, tr = dst % pt;
+    std::memmove(to->keys + tr * head_dim_, from->keys + fr * head_dim_, size_t(run) * row_bytes);
+    std::memmove(to->values + tr * head_dim_, from->values + fr * head_dim_, size_t(run) * row_bytes);
+    std::memmove(to->positions + tr, from->positions + fr, size_t(run) * sizeof(int64_t));
+    j += size_t(run);
+    dst += run;
+  }
+  truncate(int64_t(keep.size()), pool);
+}
+
+void HeadCache::truncate(int64_t n, PagePool& pool) {
+  if (n < 0 || n > size_) fail("KV truncate: cannot keep {} of {} cached tokens", n, size_);
+  size_ = n;
+  const size_t pages_needed = page_tokens_ == 0 ? 0 : size_t((n + page_tokens_ - 1) / page_tokens_);
+  while (pages_.size() > pages_needed) {
+    pool.release(pages_.back());
+    pages_.pop_back();
+  }
+}
+
+}  // namespace kvslim

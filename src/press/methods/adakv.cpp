@@ -1,0 +1,133 @@
+// adakv: adaptive per-head budgets (Ada-KV, Feng et al. 2024) over any score-based method
+// (`adakv:<scorer>`, default snapkv): within a layer the H_kv * budget best scores are chosen
+// jointly across the KV heads, each head first keeping its own top floor(floor * budget), so
+// heads whose scores are concentrated give tokens to heads whose scores are spread out.
+//
+// Forced tokens: inner scorers score the tokens they always keep (SnapKV's window, H2O's recent
+// tokens, KeyDiff's newest) as +inf, so they win both the per-head floor and the joint top.
+// A head whose forced tokens alone fill the budget (budget <= window) keeps the inner scorer's
+// own selection of `budget` tokens (the last ones, METHODS.md "Small cases") and takes exactly
+// `budget` of the layer's total. The inner method's probes and begin() are forwarded; adakv
+// compresses once, when the prompt is cached, and not during decode.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include <fmt/ranges.h>
+
+#include "press/methods.h"
+#include "press/scorer_press.h"
+#include "press/select.h"
+#include "util/error.h"
+
+namespace kvslim {
+
+namespace {
+
+class AdaKvPress final : public Press {
+ public:
+  AdaKvPress(std::unique_ptr<Press> inner, ScorerPress& scorer, double floor)
+      : inner_(std::move(inner)), scorer_(scorer), floor_(floor) {}
+
+  AttentionProbe* prefill_probe() override { return inner_->prefill_probe(); }
+  void check_budget(int64_t budget) const override { inner_->check_budget(budget); }
+  void begin(PressContext& ctx) override { inner_->begin(ctx); }
+
+  void end_prefill(PressContext& ctx) override {
+    for (int layer = 0; layer < ctx.cache().n_layers(); ++layer) compress_layer(ctx, layer);
+  }
+
+ private:
+  struct Candidate {
+    float score;
+    int32_t head, index;
+  };
+
+  void compress_layer(PressContext& ctx, int layer) {
+    const PagedKvCache& cache = ctx.cache();
+    const int n_heads = cache.n_kv_heads();
+    const int64_t budget = ctx.budget();
+    bool over = false;
+    for (int h = 0; h < n_heads; ++h) over = over || cache.head(layer, h).size() > budget;
+    if (!over) return;
+
+    const int64_t floor_count = std::min<int64_t>(budget, int64_t(std::floor(floor_ * double(budget))));
+    int64_t remaining = int64_t(n_heads) * budget;
+    std::vector<std::vector<float>> scores(n_heads);
+    std::vector<std::vector<int32_t>> keep(n_heads);
+    std::vector<Candidate> pool;
+    for (int h = 0; h < n_heads; ++h) {
+      scores[h] = scorer_.score(ctx, layer, h);
+      ctx.record_scores(layer, h, scores[h]);
+      const int64_t forced = std::count(scores[h].begin(), scores[h].end(), std::numeric_limits<float>::infinity());
+      if (forced >= budget) {
+        keep[h] = scorer_.select(ctx, layer, h, scores[h], budget);
+        remaining -= int64_t(keep[h].size());
+        continue;
+      }
+      keep[h] = top_k_ascending(scores[h], floor_count);
+      remaining -= int64_t(keep[h].size());
+      std::vector<bool> taken(scores[h].size(), false);
+      for (int32_t i : keep[h]) taken[i] = true;
+      for (size_t i = 0; i < scores[h].size(); ++i)
+        if (!taken[i]) pool.push_back({scores[h][i], h, int32_t(i)});
+    }
+
+    // The joint top: higher score first, ties to the lower position, then the lower head.
+    const size_t chosen = size_t(std::clamp<int64_t>(remaining, 0, int64_t(pool.size())));
+    auto better = [](const Candidate& a, const Candidate& b) {
+      if (a.score != b.score) return a.score > b.score;
+      return a.index != b.index ? a.index < b.index : a.head < b.head;
+    };
+    std::nth_element(pool.begin(), pool.begin() + chosen, pool.end(), better);
+    for (size_t i = 0; i < chosen; ++i) keep[pool[i].head].push_back(pool[i].index);
+
+    for (int h = 0; h < n_heads; ++h) {
+      std::sort(keep[h].begin(), keep[h].end());
+      if (int64_t(keep[h].size()) < cache.head(layer, h).size()) ctx.keep(layer, h, keep[h]);
+    }
+  }
+
+  std::unique_ptr<Press> inner_;
+  ScorerPress& scorer_;  // inner_, as a scorer
+  double floor_;
+};
+
+std::vector<std::string> split_options(const std::string& list) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start < list.size()) {
+    const size_t comma = std::min(list.find(',', start), list.size());
+    if (comma > start) out.push_back(list.substr(start, comma - start));
+    start = comma + 1;
+  }
+  return out;
+}
+
+std::unique_ptr<Press> make_adakv(const PressOptions& o) {
+  const std::string name = o.get_string("scorer");
+  const double floor = o.get_double("floor", 0.0, 1.0);
+  if (name == "adakv") fail("adakv: option scorer=adakv: adakv cannot wrap itself");
+  for (const PressInfo& info : press_registry()) {
+    if (info.name != name) continue;
+    std::unique_ptr<Press> inner = info.make(PressOptions(info.name, info.options, split_options(o.get_string("inner"))));
+    auto* scorer = dynamic_cast<ScorerPress*>(inner.get());
+    if (!scorer) fail("adakv: option scorer={}: '{}' is not a score-based method", name, name);
+    return std::make_unique<AdaKvPress>(std::move(inner), *scorer, floor);
+  }
+  std::vector<std::string> names;
+  for (const PressInfo& info : press_registry()) names.push_back(info.name);
+  fail("adakv: option scorer={}: unknown method (valid: {})", name, fmt::join(names, ", "));
+}
+
+}  // namespace
+
+PressInfo adakv_press() {
+  return {"adakv", "adaptive per-head budgets: the layer's best scores across KV heads, with a per-head floor",
+          {{"scorer", "snapkv", "score-based method to wrap (also `adakv:<scorer>`)"},
+           {"inner", "", "the scorer's options, comma-separated key=value (e.g. window=16,kernel=5)"},
+           {"floor", "0.2", "each head keeps at least floor(floor * budget) of its own best tokens"}},
+          make_adakv};
+}
+
+}  // namespace kvslim

@@ -1,0 +1,55 @@
+// exact_topk: the oracle of decode-time sparse attention (RocketKV §3.1, Appendix A): at each
+// decode step each KV head reads only the k tokens with the largest exact attention
+// probability, softmax(q·k/sqrt(d)) averaged over the group's query heads. The newest token is
+// always one of the k. Nothing is evicted.
+#include <cmath>
+
+#include "press/methods.h"
+#include "press/sparse_attention.h"
+#include "tensor/ops.h"
+
+namespace kvslim {
+
+namespace {
+
+class ExactTopKPress final : public SparseAttentionPress {
+ public:
+  explicit ExactTopKPress(int k) : k_option_(k) {}
+
+  void begin(PressContext& ctx) override { k_ = k_option_ > 0 ? k_option_ : ctx.budget(); }
+
+ protected:
+  bool select_head(int layer, int kv_head, const float* q_group, const PagedKvCache& cache,
+                   std::vector<int32_t>& out) override {
+    const HeadCache& head = cache.head(layer, kv_head);
+    const int64_t n = head.size();
+    if (n <= k_) return false;
+    const int d = cache.head_dim(), group = cache.n_heads() / cache.n_kv_heads();
+    const float scale = std::sqrt(float(d));
+    scores_.assign(n, 0.0f);
+    logits_.resize(n);
+    for (int g = 0; g < group; ++g) {
+      const float* q = q_group + size_t(g) * d;
+      for (int64_t j = 0; j < n; ++j) logits_[j] = dot(q, head.key(j), d) / scale;
+      add_softmax(logits_, 1.0f / float(group), scores_);
+    }
+    top_k_with_newest(scores_, k_, out);
+    return true;
+  }
+
+ private:
+  int k_option_;
+  int64_t k_ = 0;
+  std::vector<float> scores_, logits_;  // reused every step
+};
+
+}  // namespace
+
+PressInfo exact_topk_press() {
+  return {"exact_topk",
+          "oracle sparse decode: each step reads the k tokens of largest exact attention (group mean)",
+          {{"k", "0", "tokens read per KV head per decode step, newest included (0: the budget)"}},
+          [](const PressOptions& o) { return std::make_unique<ExactTopKPress>(o.get_int("k", 0, 1 << 30)); }};
+}
+
+}  // namespace kvslim

@@ -1,0 +1,72 @@
+// pyramidkv: SnapKV's scores with per-layer budgets that shrink linearly with depth (PyramidKV
+// §3.3): with b = budget - window, min = b/β and max = 2b - min, layer l of L keeps
+// max - l*(max - min)/(L - 1) prefix tokens plus the window, so the layers together keep L*budget.
+#include <algorithm>
+
+#include "press/methods.h"
+#include "press/snapkv_scores.h"
+#include "util/error.h"
+
+namespace kvslim {
+
+namespace {
+
+// Prefix tokens per layer, summing to n_layers * b: layer l's exact share is
+// b * ((2β-1)(L-1) - 2(β-1)l) / (β(L-1)) (integer arithmetic, so no rounding drift); shares
+// are floored and the remainder goes one each to the largest fractional parts (ties: lower layer).
+std::vector<int64_t> pyramid_prefix_budgets(int n_layers, int64_t b, int beta) {
+  if (n_layers == 1) return {b};
+  const int64_t den = int64_t(beta) * (n_layers - 1);
+  std::vector<int64_t> budgets(n_layers), fractions(n_layers);
+  int64_t total = 0;
+  for (int l = 0; l < n_layers; ++l) {
+    const int64_t num = b * ((2 * int64_t(beta) - 1) * (n_layers - 1) - 2 * int64_t(beta - 1) * l);
+    budgets[l] = num / den;
+    fractions[l] = num % den;
+    total += budgets[l];
+  }
+  std::vector<int> order(n_layers);
+  for (int l = 0; l < n_layers; ++l) order[l] = l;
+  std::stable_sort(order.begin(), order.end(), [&](int a, int c) { return fractions[a] > fractions[c]; });
+  for (int64_t i = 0; i < int64_t(n_layers) * b - total; ++i) ++budgets[order[i]];
+  return budgets;
+}
+
+class PyramidKvPress final : public SnapKvScorer {
+ public:
+  PyramidKvPress(const SnapKvSettings& settings, int beta) : SnapKvScorer("pyramidkv", settings), beta_(beta) {}
+
+  void end_prefill(PressContext& ctx) override {
+    PagedKvCache& cache = ctx.cache();
+    const int64_t budget = ctx.budget();
+    if (ctx.n_prompt() <= budget) return;
+    // A budget that cannot hold the window keeps the last `budget` tokens in every layer.
+    const int64_t b = budget - window();
+    const std::vector<int64_t> prefix = b > 0 ? pyramid_prefix_budgets(cache.n_layers(), b, beta_) : std::vector<int64_t>{};
+    for (int layer = 0; layer < cache.n_layers(); ++layer) {
+      const int64_t layer_budget = b > 0 ? prefix[layer] + window() : budget;
+      for (int h = 0; h < cache.n_kv_heads(); ++h) {
+        if (cache.head(layer, h).size() <= layer_budget) continue;  // the whole prefix fits
+        const std::vector<float> scores = score(ctx, layer, h);
+        ctx.record_scores(layer, h, scores);
+        ctx.keep(layer, h, select(ctx, layer, h, scores, layer_budget));
+      }
+    }
+  }
+
+ private:
+  int beta_;
+};
+
+}  // namespace
+
+PressInfo pyramidkv_press() {
+  std::vector<OptionSpec> options = snapkv_option_specs();
+  options.push_back({"beta", "20", "β: the last layer keeps b/β prefix tokens, the first 2b - b/β (b = budget - window)"});
+  return {"pyramidkv", "SnapKV scores with per-layer budgets decreasing linearly with depth", options,
+          [](const PressOptions& o) {
+            return std::make_unique<PyramidKvPress>(snapkv_settings(o), o.get_int("beta", 1, 1 << 20));
+          }};
+}
+
+}  // namespace kvslim

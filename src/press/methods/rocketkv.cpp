@@ -1,0 +1,222 @@
+// rocketkv: two-stage compression for decode (RocketKV §3). The budget is token traffic per KV
+// head per decode step, split between the stages by rocketkv_plan (press/rocketkv_plan.h).
+// - Stage 1, SnapKV++ (§3.3), once the prompt is cached: the last `window` prompt queries'
+//   attention on the prefix, summed over the window and the group's query heads (one selection
+//   per KV head), max-pooled (kernel 63; `kernel_long` from `long_threshold` prompt tokens on),
+//   keeps the window plus the top P - window prefix tokens.
+// - Stage 2, hybrid attention (§3.4), at each decode step: pages of p cache indices keep the
+//   per-channel min and max of K; the group picks its r channels of largest Σ|q_i| and uses,
+//   per channel, max where Σq_i > 0 else min; each query head's page logit is
+//   Σ_sel q_i*rep_i / sqrt(d * Σ_sel|q| / Σ_all|q|), inherited by the page's tokens; softmax per
+//   head over the tokens, mean over the group; the top k tokens (newest always) are read.
+// When the whole sequence fits the budget (prompt + n_predict <= B) nothing is compressed.
+// mt=true (RocketKV-MT, METHODS.md): stage 1 selects a working set but evicts nothing, so the full KV
+// stays for later turns; stage 2 ranks the working set plus every token appended after the
+// prompt. A turn is one prefill (one generate call), so stage 1 runs once per turn.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "press/attention_accumulator.h"
+#include "press/methods.h"
+#include "press/page_bounds.h"
+#include "press/rocketkv_plan.h"
+#include "press/select.h"
+#include "press/sparse_attention.h"
+#include "util/error.h"
+
+namespace kvslim {
+
+double RocketKvPlan::storage_tokens(int64_t stored, int64_t paged) const {
+  return double(stored) + double((paged + page - 1) / page);
+}
+
+double RocketKvPlan::traffic_tokens(int64_t paged, int head_dim) const {
+  const int64_t pages = (paged + page - 1) / page;
+  return double(pages) * channels / (2.0 * head_dim) + double(std::min(top_k, paged));
+}
+
+RocketKvPlan rocketkv_plan(int64_t n_prompt, int64_t max_new, int64_t budget, int head_dim, RocketKvSplit split) {
+  const int64_t total = n_prompt + max_new;
+  const double c = std::max(1.0, double(total) / double(budget));
+  const double alpha = split == RocketKvSplit::Even ? 0.5 : std::min(0.2 + 0.06 * std::log2(c), 0.8);
+  const int64_t capacity =
+      std::max(int64_t(std::floor(double(total) / std::pow(c, alpha))), std::min(2 * max_new, total));
+  const double c2 = std::max(1.0, double(capacity) / double(budget));
+  int64_t page = int64_t(std::ceil(std::sqrt(c2)));
+  if (double(page) > c2) page = 1;
+  RocketKvPlan plan;
+  plan.prompt_budget = std::max<int64_t>(1, capacity - max_new);
+  plan.page = int(page);
+  plan.channels = int(std::clamp<int64_t>(int64_t(std::floor(double(head_dim) * double(page) / c2)), 1, head_dim));
+  plan.top_k = std::max<int64_t>(1, budget / 2);
+  return plan;
+}
+
+namespace {
+
+struct RocketKvSettings {
+  int window = 32, kernel = 63, kernel_long = 511;
+  int64_t long_threshold = 0;
+  RocketKvSplit split = RocketKvSplit::Released;
+  int64_t prompt_budget = 0, top_k = 0;  // overrides of the plan; 0: from the split
+  int page = 0, channels = 0;
+  bool multi_turn = false;
+};
+
+class RocketKvPress final : public SparseAttentionPress {
+ public:
+  explicit RocketKvPress(const RocketKvSettings& s) : s_(s) {}
+
+  AttentionProbe* prefill_probe() override { return active_ ? &votes_ : nullptr; }
+  SparseSelector* sparse_selector() override { return active_ ? this : nullptr; }
+
+  void check_budget(int64_t budget) const override {
+    if (budget < 2) fail("rocketkv: the budget {} leaves stage 2 no token (k = budget/2)", budget);
+  }
+
+  void begin(PressContext& ctx) override {
+    const int64_t budget = ctx.budget(), n = ctx.n_prompt();
+    active_ = budget != INT64_MAX && n + ctx.n_predict() > budget;
+    if (!active_) return;
+    check_budget(budget);
+    const int d = ctx.config().head_dim;
+    plan_ = rocketkv_plan(n, ctx.n_predict(), budget, d, s_.split);
+    if (s_.prompt_budget > 0) plan_.prompt_budget = s_.prompt_budget;
+    if (s_.page > 0) plan_.page = s_.page;
+    if (s_.channels > 0) plan_.channels = std::min(s_.channels, d);
+    if (s_.top_k > 0) plan_.top_k = s_.top_k;
+    votes_.reset(ctx.config(), n, n - s_.window);
+  }
+
+  // Stage 1. Pages restart from the compacted cache (or the working set).
+  void end_prefill(PressContext& ctx) override {
+    if (!active_) return;
+    PagedKvCache& cache = ctx.cache();
+    const size_t heads = size_t(cache.n_layers()) * cache.n_kv_heads();
+    working_set_.assign(heads, {});
+    tail_from_.assign(heads, 0);
+    bounds_.resize(heads);
+    const int kernel = s_.long_threshold > 0 && ctx.n_prompt() >= s_.long_threshold ? s_.kernel_long : s_.kernel;
+    for (int layer = 0; layer < cache.n_layers(); ++layer)
+      for (int h = 0; h < cache.n_kv_heads(); ++h) {
+        const size_t lh = size_t(layer) * cache.n_kv_heads() + h;
+        bounds_[lh].reset(plan_.page, cache.head_dim());
+        const int64_t n = cache.head(layer, h).size();
+        if (n <= plan_.prompt_budget) continue;
+        // Group mean: the group sum of §3.3 scaled by 1/group, the same ranking after pooling.
+        std::vector<float> votes = votes_.group_mean(layer, h);
+        votes.resize(n);
+        const int64_t prefix = n - std::min<int64_t>(s_.window, n);
+        std::vector<float> scores = pool1d(std::span<const float>(votes).first(prefix), kernel, PoolKind::Max);
+        std::vector<int32_t> keep = window_plus_top(scores, n, s_.window, plan_.prompt_budget);
+        scores.resize(n, std::numeric_limits<float>::infinity());
+        ctx.record_scores(layer, h, scores);
+        if (s_.multi_turn) {
+          working_set_[lh] = std::move(keep);
+          tail_from_[lh] = n;
+        } else {
+          ctx.keep(layer, h, keep);
+        }
+      }
+  }
+
+ protected:
+  // Stage 2 over the view (the whole cache, or RocketKV-MT's working set plus later tokens).
+  bool select_head(int layer, int kv_head, const float* q_group, const PagedKvCache& cache,
+                   std::vector<int32_t>& out) override {
+    const size_t lh = size_t(layer) * cache.n_kv_heads() + kv_head;
+    const HeadCache& head = cache.head(layer, kv_head);
+    const TokenView view{working_set_[lh], tail_from_[lh]};
+    const int64_t n = view.size(head);
+    if (n <= plan_.top_k) {
+      if (view.whole_cache()) return false;
+      for (int64_t s = 0; s < n; ++s) out.push_back(int32_t(view.index(s)));
+      return true;
+    }
+    const int d = cache.head_dim(), group = cache.n_heads() / cache.n_kv_heads();
+    PageBounds& bounds = bounds_[lh];
+    bounds.sync(head, view);
+    top_channels(q_group, group, d, plan_.channels, magnitude_, channels_);
+    use_max_.resize(channels_.size());
+    for (size_t i = 0; i < channels_.size(); ++i) {
+      float sum = 0.0f;
+      for (int g = 0; g < group; ++g) sum += q_group[size_t(g) * d + channels_[i]];
+      use_max_[i] = sum > 0.0f;
+    }
+    scores_.assign(n, 0.0f);
+    logits_.resize(n);
+    page_logits_.resize(bounds.n_pages());
+    for (int g = 0; g < group; ++g) {
+      const float* q = q_group + size_t(g) * d;
+      const float scale = sparq_scale(q, channels_, d);
+      for (int64_t p = 0; p < bounds.n_pages(); ++p) {
+        const float *lo = bounds.min(p), *hi = bounds.max(p);
+        float logit = 0.0f;
+        for (size_t i = 0; i < channels_.size(); ++i) {
+          const int32_t c = channels_[i];
+          logit += q[c] * (use_max_[i] ? hi[c] : lo[c]);
+        }
+        page_logits_[p] = logit / scale;
+      }
+      for (int64_t s = 0; s < n; ++s) logits_[s] = page_logits_[s / plan_.page];
+      add_softmax(logits_, 1.0f / float(group), scores_);
+    }
+    top_k_with_newest(scores_, plan_.top_k, slots_);
+    for (int32_t s : slots_) out.push_back(int32_t(view.index(s)));
+    return true;
+  }
+
+ private:
+  RocketKvSettings s_;
+  bool active_ = false;
+  RocketKvPlan plan_;
+  AttentionAccumulator votes_;
+  std::vector<std::vector<int32_t>> working_set_;  // [layer][kv head]: RocketKV-MT's stage-1 selection
+  std::vector<int64_t> tail_from_;                 // [layer][kv head]: first cache index after it
+  std::vector<PageBounds> bounds_;                 // [layer][kv head]
+  // Reused every decode step.
+  std::vector<float> magnitude_, scores_, logits_, page_logits_;
+  std::vector<int32_t> channels_, slots_;
+  std::vector<char> use_max_;
+};
+
+int odd_kernel(const PressOptions& o, const std::string& key) {
+  const int kernel = o.get_int(key, 1, 1 << 16);
+  if (kernel % 2 == 0) fail("rocketkv: option {}={} must be odd", key, kernel);
+  return kernel;
+}
+
+}  // namespace
+
+PressInfo rocketkv_press() {
+  return {"rocketkv",
+          "SnapKV++ eviction at prefill, then hybrid page/channel sparse attention; budget = traffic per step",
+          {{"window", "32", "stage 1 observation window: last prompt queries"},
+           {"kernel", "63", "stage 1 max-pooling kernel (odd)"},
+           {"kernel_long", "511", "pooling kernel from long_threshold prompt tokens on (odd)"},
+           {"long_threshold", "0", "prompt length switching to kernel_long (0: never; the paper: 48K on Llama 3.1)"},
+           {"split", "released", "budget split: released (adaptive α) or even (the paper's √c per stage)"},
+           {"prompt_budget", "0", "override P, prompt tokens stage 1 keeps (0: from the split)"},
+           {"page", "0", "override p, tokens per page (0: from the split)"},
+           {"channels", "0", "override r, query channels (0: from the split)"},
+           {"top_k", "0", "override k, tokens read per step (0: budget/2)"},
+           {"mt", "false", "RocketKV-MT: stage 1 selects a working set and keeps the full KV"}},
+          [](const PressOptions& o) {
+            RocketKvSettings s;
+            s.window = o.get_int("window", 1, 1 << 20);
+            s.kernel = odd_kernel(o, "kernel");
+            s.kernel_long = odd_kernel(o, "kernel_long");
+            s.long_threshold = o.get_int("long_threshold", 0, 1 << 30);
+            s.split = o.get_choice("split", {"released", "even"}) == "even" ? RocketKvSplit::Even
+                                                                             : RocketKvSplit::Released;
+            s.prompt_budget = o.get_int("prompt_budget", 0, 1 << 30);
+            s.page = o.get_int("page", 0, 1 << 20);
+            s.channels = o.get_int("channels", 0, 1 << 16);
+            s.top_k = o.get_int("top_k", 0, 1 << 30);
+            s.multi_turn = o.get_bool("mt");
+            return std::make_unique<RocketKvPress>(s);
+          }};
+}
+
+}  // namespace kvslim

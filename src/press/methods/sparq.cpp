@@ -1,0 +1,70 @@
+// sparq: SparQ attention (SparQ §3, Algorithm 1). At each decode step each KV head picks the r
+// channels of largest Σ_group |q_i|, approximates every query head's attention from those
+// channels only, softmax(q[sel]·k[sel] / sqrt(d * Σ_sel|q| / Σ_all|q|)), averages it over the
+// group, and reads the k tokens of largest approximate attention exactly (the newest token
+// always among them). SparQ's mean-value reallocation is not applied: attention reads only the
+// selected tokens. Nothing is evicted.
+#include <algorithm>
+
+#include "press/methods.h"
+#include "press/sparse_attention.h"
+
+namespace kvslim {
+
+namespace {
+
+class SparqPress final : public SparseAttentionPress {
+ public:
+  SparqPress(int r, int k) : r_option_(r), k_option_(k) {}
+
+  void begin(PressContext& ctx) override {
+    const int d = ctx.config().head_dim;
+    r_ = r_option_ > 0 ? std::min(r_option_, d) : std::max(1, d / 4);
+    k_ = k_option_ > 0 ? k_option_ : ctx.budget();
+  }
+
+ protected:
+  bool select_head(int layer, int kv_head, const float* q_group, const PagedKvCache& cache,
+                   std::vector<int32_t>& out) override {
+    const HeadCache& head = cache.head(layer, kv_head);
+    const int64_t n = head.size();
+    if (n <= k_) return false;
+    const int d = cache.head_dim(), group = cache.n_heads() / cache.n_kv_heads();
+    top_channels(q_group, group, d, r_, magnitude_, channels_);
+    scores_.assign(n, 0.0f);
+    logits_.resize(n);
+    for (int g = 0; g < group; ++g) {
+      const float* q = q_group + size_t(g) * d;
+      const float scale = sparq_scale(q, channels_, d);
+      for (int64_t j = 0; j < n; ++j) {
+        const float* key = head.key(j);
+        float logit = 0.0f;
+        for (int32_t c : channels_) logit += q[c] * key[c];
+        logits_[j] = logit / scale;
+      }
+      add_softmax(logits_, 1.0f / float(group), scores_);
+    }
+    top_k_with_newest(scores_, k_, out);
+    return true;
+  }
+
+ private:
+  int r_option_, k_option_;
+  int r_ = 0;
+  int64_t k_ = 0;
+  std::vector<float> magnitude_, scores_, logits_;  // reused every step
+  std::vector<int32_t> channels_;
+};
+
+}  // namespace
+
+PressInfo sparq_press() {
+  return {"sparq", "sparse decode: approximate attention on the r strongest query channels picks the k tokens read",
+          {{"r", "0", "query channels used for the approximate scores (0: head_dim/4)"},
+           {"k", "0", "tokens read per KV head per decode step, newest included (0: the budget)"}},
+          [](const PressOptions& o) {
+            return std::make_unique<SparqPress>(o.get_int("r", 0, 1 << 16), o.get_int("k", 0, 1 << 30));
+          }};
+}
+
+}  // namespace kvslim

@@ -1,0 +1,52 @@
+// The common shape of decode-time sparse attention methods (Exact-TopK, Quest, SparQ, RocketKV
+// stage 2): at each decode step and layer, each KV head picks the cached tokens its attention
+// reads from the decode token's queries. The budget is token traffic per KV head per step.
+// The newest token (the decode token itself, cache index size-1) is always read.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "press/press.h"
+
+namespace kvslim {
+
+class SparseAttentionPress : public Press, public SparseSelector {
+ public:
+  SparseSelector* sparse_selector() override { return this; }
+
+  // Asks select_head for every KV head of the layer; the layer attends densely (bit-identical
+  // to no compression) when no head needs a subset.
+  bool select(int layer, const float* q, const PagedKvCache& cache,
+              std::vector<std::vector<int32_t>>& selected) override;
+
+ protected:
+  // q_group: the queries [group][head_dim] of the query heads reading `kv_head`. Fills `out`
+  // with strictly ascending cache indices and returns true, or returns false to read every
+  // token of the head.
+  virtual bool select_head(int layer, int kv_head, const float* q_group, const PagedKvCache& cache,
+                           std::vector<int32_t>& out) = 0;
+
+  // The k best of `scores` (ties: lower index), always including the last index; ascending.
+  // Overwrites the last score. Reuses a member buffer: no allocation once warm.
+  void top_k_with_newest(std::span<float> scores, int64_t k, std::vector<int32_t>& out);
+
+ private:
+  std::vector<int32_t> order_;
+};
+
+// SparQ's channel choice (SparQ §3, step 1; RocketKV §3.4 step 2): the r channels of largest
+// Σ_group |q_i| over the group's queries [group][head_dim], ties to the lower channel, ascending.
+void top_channels(const float* q_group, int group, int head_dim, int r, std::vector<float>& magnitude,
+                  std::vector<int32_t>& channels);
+
+// SparQ's softmax temperature for logits computed on `channels` only:
+// sqrt(head_dim * Σ_sel |q_i| / Σ_all |q_i|); 1 when that is 0 (the query reads nothing).
+float sparq_scale(const float* q, std::span<const int32_t> channels, int head_dim);
+
+// acc[j] += weight * softmax(logits)[j]; logits is overwritten with the probabilities.
+// With weight 1/group over a group's query heads this is the group-mean attention.
+void add_softmax(std::span<float> logits, float weight, std::span<float> acc);
+
+}  // namespace kvslim

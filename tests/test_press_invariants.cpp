@@ -1,0 +1,210 @@
+// Invariants every registered method must hold (issue: "For all methods"): budget covering the
+// whole request is bit-identical to `full`; kept tokens within the method's budget rule; sinks
+// and windows kept; deterministic for a seed; GQA group sizes 1, 2, 4; KV bytes shrink with
+// the budget. A method added to the registry without an entry in kBudgetRule fails here.
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "engine/session.h"
+#include "model/model.h"
+#include "press/registry.h"
+#include "test_models.h"
+#include "util/error.h"
+
+namespace kvslim {
+namespace {
+
+// How a method's kept-token count relates to the budget B after prefill.
+enum class Rule {
+  PerHead,       // every (layer, KV head) keeps at most B
+  PerLayer,      // a layer's heads keep at most H_kv * B together (AdaKV)
+  PerModel,      // all layers together keep at most L * H_kv * B (PyramidKV)
+  NoEviction,    // decode-time sparse attention: the prompt stays whole
+  OwnSchedule,   // LagKV (ratio rho), RocketKV (its own stage-1 budget split)
+};
+
+const std::map<std::string, Rule> kBudgetRule = {
+    {"full", Rule::NoEviction},      {"random", Rule::PerHead},     {"streaming_llm", Rule::PerHead},
+    {"knorm", Rule::PerHead},        {"snapkv", Rule::PerHead},     {"tova", Rule::PerHead},
+    {"h2o", Rule::PerHead},          {"keydiff", Rule::PerHead},    {"dapq", Rule::PerHead},
+    {"laq", Rule::PerHead},          {"adakv", Rule::PerLayer},     {"pyramidkv", Rule::PerModel},
+    {"quest", Rule::NoEviction},     {"sparq", Rule::NoEviction},   {"exact_topk", Rule::NoEviction},
+    {"lagkv", Rule::OwnSchedule},    {"rocketkv", Rule::OwnSchedule},
+};
+
+struct Outcome {
+  std::vector<int32_t> tokens;               // greedy continuation
+  std::vector<std::vector<float>> logits;    // prompt's last, then each decode step's
+  std::vector<std::vector<int64_t>> kept;    // positions per (layer, KV head) after prefill
+  uint64_t kv_bytes_after_prefill = 0;
+};
+
+std::vector<int32_t> prompt_tokens(int n, int n_vocab) {
+  std::vector<int32_t> t(n);
+  for (int i = 0; i < n; ++i) t[i] = 3 + (i * 53 + 7) % (n_vocab - 3);
+  return t;
+}
+
+Outcome run(const Model& model, const std::string& method, int64_t budget, int n_prompt, int n_predict, int batch = 16) {
+  ThreadPool pool(2);
+  EngineOptions options;
+  options.batch = batch;
+  options.page_tokens = 8;  // fine pages, so that KV bytes follow small budgets
+  const auto press = make_press(method, {});
+  const auto prompt = prompt_tokens(n_prompt, model.config().n_vocab);
+  Session session(model, pool, options, n_prompt + n_predict, press.get(), budget, n_predict, 5);
+  Outcome r;
+  const int n_vocab = model.config().n_vocab;
+  const float* logits = session.prefill(prompt);
+  r.kv_bytes_after_prefill = session.kv().bytes_in_use();
+  for (int l = 0; l < session.kv().n_layers(); ++l)
+    for (int h = 0; h < session.kv().n_kv_heads(); ++h) {
+      const HeadCache& head = session.kv().head(l, h);
+      std::vector<int64_t> positions;
+      for (int64_t i = 0; i < head.size(); ++i) positions.push_back(head.position(i));
+      r.kept.push_back(positions);
+    }
+  for (int i = 0; i < n_predict; ++i) {
+    r.logits.emplace_back(logits, logits + n_vocab);
+    const int32_t token = int32_t(std::max_element(logits, logits + n_vocab) - logits);
+    r.tokens.push_back(token);
+    if (i + 1 < n_predict) logits = session.decode(token);
+  }
+  return r;
+}
+
+std::string model_path(int kv_heads) {
+  testing::TinyModel m;
+  m.heads = 4;
+  m.kv_heads = kv_heads;
+  m.layers = 3;
+  return testing::make_model(m);
+}
+
+std::vector<std::string> registered_methods() {
+  std::vector<std::string> names;
+  for (const auto& info : press_registry()) names.push_back(info.name);
+  return names;
+}
+
+class PressInvariants : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(PressInvariants, EveryMethodHasABudgetRule) { EXPECT_TRUE(kBudgetRule.count(GetParam())) << GetParam(); }
+
+TEST_P(PressInvariants, BudgetCoveringTheRequestIsIdenticalToFull) {
+  const auto model = Model::load(model_path(2));
+  const int n_prompt = 70, n_predict = 5;
+  const Outcome full = run(*model, "full", INT64_MAX, n_prompt, n_predict);
+  const Outcome r = run(*model, GetParam(), n_prompt + n_predict, n_prompt, n_predict);
+  EXPECT_EQ(r.tokens, full.tokens);
+  EXPECT_EQ(r.logits, full.logits);  // bit-identical
+  EXPECT_EQ(r.kept, full.kept);
+}
+
+TEST_P(PressInvariants, KeptTokensFollowTheBudgetRule) {
+  const auto it = kBudgetRule.find(GetParam());
+  ASSERT_NE(it, kBudgetRule.end());
+  for (int kv_heads : {4, 2, 1}) {  // GQA group sizes 1, 2, 4
+    const auto model = Model::load(model_path(kv_heads));
+    const int64_t budget = 40, n_prompt = 150;
+    const Outcome r = run(*model, GetParam(), budget, n_prompt, 3);
+    const int layers = model->config().n_layers;
+    int64_t total = 0;
+    for (int l = 0; l < layers; ++l) {
+      int64_t layer_total = 0;
+      for (int h = 0; h < kv_heads; ++h) {
+        const auto& kept = r.kept[l * kv_heads + h];
+        EXPECT_TRUE(std::is_sorted(kept.begin(), kept.end())) << "layer " << l << " head " << h;
+        EXPECT_TRUE(std::adjacent_find(kept.begin(), kept.end()) == kept.end()) << "duplicate position";
+        if (it->second == Rule::PerHead) EXPECT_LE(int64_t(kept.size()), budget) << "layer " << l << " head " << h;
+        if (it->second == Rule::NoEviction) EXPECT_EQ(int64_t(kept.size()), n_prompt);
+        layer_total += int64_t(kept.size());
+      }
+      if (it->second == Rule::PerLayer) EXPECT_LE(layer_total, kv_heads * budget) << "layer " << l;
+      total += layer_total;
+    }
+    if (it->second == Rule::PerModel) EXPECT_LE(total, layers * kv_heads * budget);
+    if (it->second == Rule::PerHead || it->second == Rule::PerLayer || it->second == Rule::PerModel)
+      EXPECT_LT(total, int64_t(layers) * kv_heads * n_prompt) << "nothing evicted";
+  }
+}
+
+TEST_P(PressInvariants, DeterministicForASeed) {
+  const auto model = Model::load(model_path(2));
+  const Outcome a = run(*model, GetParam(), 32, 120, 6), b = run(*model, GetParam(), 32, 120, 6);
+  EXPECT_EQ(a.kept, b.kept);
+  EXPECT_EQ(a.tokens, b.tokens);
+  EXPECT_EQ(a.logits, b.logits);
+}
+
+TEST_P(PressInvariants, KvBytesShrinkWithTheBudget) {
+  const auto it = kBudgetRule.find(GetParam());
+  ASSERT_NE(it, kBudgetRule.end());
+  if (it->second == Rule::NoEviction || it->second == Rule::OwnSchedule) GTEST_SKIP() << "budget does not set storage";
+  const auto model = Model::load(model_path(2));
+  const Outcome small = run(*model, GetParam(), 24, 200, 2), large = run(*model, GetParam(), 96, 200, 2),
+            full = run(*model, "full", INT64_MAX, 200, 2);
+  EXPECT_LT(small.kv_bytes_after_prefill, large.kv_bytes_after_prefill);
+  EXPECT_LT(large.kv_bytes_after_prefill, full.kv_bytes_after_prefill);
+}
+
+INSTANTIATE_TEST_SUITE_P(AllMethods, PressInvariants, ::testing::ValuesIn(registered_methods()),
+                         [](const auto& info) { return info.param; });
+
+TEST(PressRegistry, UnknownMethodListsTheValidOnes) {
+  try {
+    make_press("no_such_method", {});
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("snapkv"), std::string::npos) << e.what();
+  }
+}
+
+TEST(PressRegistry, UnknownOptionListsTheValidOnes) {
+  try {
+    make_press("snapkv", {"windw=4"});
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("window"), std::string::npos) << e.what();
+  }
+}
+
+TEST(PressRegistry, OutOfRangeOptionsAreRefused) {
+  EXPECT_THROW(make_press("snapkv", {"window=0"}), Error);
+  EXPECT_THROW(make_press("snapkv", {"kernel=4"}), Error);
+  EXPECT_THROW(make_press("snapkv", {"window"}), Error);
+  EXPECT_THROW(make_press("snapkv", {})->check_budget(16), Error);  // window 32 > budget 16
+}
+
+}  // namespace
+}  // namespace kvslim
+
+namespace kvslim {
+namespace {
+
+std::vector<int64_t> range(int64_t from, int64_t to) {
+  std::vector<int64_t> r;
+  for (int64_t i = from; i < to; ++i) r.push_back(i);
+  return r;
+}
+
+TEST(PressWindows, StreamingLlmKeepsSinksAndTheMostRecent) {
+  const auto model = Model::load(model_path(2));
+  const Outcome r = run(*model, "streaming_llm", 20, 100, 1);
+  std::vector<int64_t> want = range(0, 4);
+  for (int64_t p : range(84, 100)) want.push_back(p);
+  for (const auto& kept : r.kept) EXPECT_EQ(kept, want);
+}
+
+TEST(PressWindows, SnapKvKeepsTheWindow) {
+  const auto model = Model::load(model_path(2));
+  const Outcome r = run(*model, "snapkv", 40, 100, 1);
+  for (const auto& kept : r.kept) {
+    ASSERT_EQ(kept.size(), 40u);
+    EXPECT_EQ(std::vector<int64_t>(kept.end() - 32, kept.end()), range(68, 100));
+  }
+}
+
+}  // namespace
+}  // namespace kvslim
