@@ -6,6 +6,7 @@
 #include <array>
 #include <cstdio>
 #include <fstream>
+#include <set>
 
 #include "test_models.h"
 
@@ -111,6 +112,57 @@ TEST(Cli, BadNumbersAreRefused) {
   expect_clean_error(run("generate -m " + tiny_model() + " -p hi --batch 0"), "--batch");
   expect_clean_error(run("generate -m " + tiny_model() + " -p hi --top-p 2"), "--top-p");
   expect_clean_error(run("bench -m " + tiny_model() + " --reps 0"), "--reps");
+}
+
+TEST(Cli, GenerateWithAPressReportsItsBudgetAndKeptTokens) {
+  const CommandResult r = run("generate -m " + tiny_model() +
+                              " -p 'the cat the cat the cat the cat the cat' -n 3 --temp 0 --json --press snapkv"
+                              " --budget 8 --press-opt window=4 --kv-page 4");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["press"], "snapkv");
+  EXPECT_EQ(j["budget"], 8);
+  EXPECT_LE(j["kept_tokens"].get<double>(), 8.0);
+  EXPECT_TRUE(j.contains("score_ms"));
+}
+
+TEST(Cli, PressesListsEveryMethodWithOptions) {
+  const CommandResult r = run("presses --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  std::set<std::string> names;
+  for (const auto& p : j) names.insert(p["name"].get<std::string>());
+  for (const char* name : {"full", "random", "streaming_llm", "h2o", "tova", "knorm", "snapkv", "pyramidkv", "adakv",
+                           "keydiff", "lagkv", "dapq", "laq", "rocketkv", "quest", "sparq", "exact_topk"})
+    EXPECT_TRUE(names.count(name)) << name;
+}
+
+TEST(Cli, InspectWritesKeptPositionsPerLayerAndHead) {
+  const std::string out = testing::temp_path("kept.json");
+  const CommandResult r = run("inspect -m " + tiny_model() + " -p 'the cat the cat the cat the cat' --press knorm --budget 5 --scores -o " + out);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::ifstream in(out);
+  const auto j = nlohmann::json::parse(in);
+  ASSERT_EQ(j["layers"].size(), 2u);
+  for (const auto& layer : j["layers"]) {
+    ASSERT_EQ(layer.size(), 2u);  // KV heads
+    for (const auto& head : layer) {
+      EXPECT_EQ(head["positions"].size(), 5u);
+      EXPECT_EQ(head["scores"].size(), j["n_prompt"].get<size_t>());
+    }
+  }
+}
+
+TEST(Cli, BadCompressionRequestsAreRefusedBeforeAnyWork) {
+  const std::string gen = "generate -m " + tiny_model() + " -p 'the cat' -n 2";
+  expect_clean_error(run(gen + " --press snapkvv"), "valid:");
+  expect_clean_error(run(gen + " --press snapkv --budget 0"), "--budget");
+  expect_clean_error(run(gen + " --press snapkv --budget -1"), "--budget");
+  expect_clean_error(run(gen + " --press snapkv --ratio 1.5"), "--ratio");
+  expect_clean_error(run(gen + " --press snapkv --budget 16"), "window");
+  expect_clean_error(run(gen + " --press lagkv --press-opt lag=0"), "lag");
+  expect_clean_error(run(gen + " --press quest --budget 64 --press-opt page=0"), "page");
+  expect_clean_error(run(gen + " --press snapkv --press-opt nope=1"), "window");
 }
 
 TEST(Cli, MissingPromptIsRefused) { expect_clean_error(run("generate -m " + tiny_model()), "-p"); }

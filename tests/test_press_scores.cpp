@@ -258,8 +258,11 @@ struct H2oReference {
     for (size_t i = m.size() - recent; i < m.size(); ++i) m[i] = INFINITY;
     return m;
   }
-  void keep_top(int64_t budget, int64_t recent) {
+  // Returns whether a token older than the one just leaving the recent window was evicted.
+  bool keep_top(int64_t budget, int64_t recent) {
     const std::vector<int64_t> idx = top_k(scores(recent), budget);
+    const int64_t newest_candidate = int64_t(kept.size()) - recent - 1;
+    const bool older = std::find(idx.begin(), idx.end(), newest_candidate) != idx.end();
     std::vector<int64_t> k2;
     for (int64_t i : idx) k2.push_back(kept[i]);
     kept = k2;
@@ -268,17 +271,21 @@ struct H2oReference {
       for (int64_t i : idx) s2.push_back(sg[i]);
       sg = s2;
     }
+    return older;
   }
 };
 
 // The scores follow evictions: after every decode step the press's scores and kept tokens equal
 // a reference that accumulates each new query's attention over what it kept and evicts the
-// lowest-scored non-recent token.
+// lowest-scored non-recent token. Long keys make attention peaked, so that a new token can
+// outscore old ones and evictions reach beyond the token leaving the recent window.
 TEST_P(PressScores, H2oDecodeAccumulatesAndEvictsTheLowestNonRecentToken) {
-  const int64_t n = 30, budget = 12, recent = 6;
-  const int steps = 10, kv_heads = GetParam(), group = 4 / kv_heads;
+  const int64_t n = 30, budget = 12, recent = 3;
+  const int steps = 16, kv_heads = GetParam(), group = 4 / kv_heads;
   FakeSession s(config(), n, budget, steps);
-  const auto press = make_press("h2o", {});
+  s.key_scale.assign(kv_heads, 3.0f);
+  const auto press = make_press("h2o", {"recent=0.25"});
+  int older_evictions = 0;
   s.prefill(*press, 8);
   std::vector<H2oReference> ref(2 * kv_heads);
   for (int l = 0; l < 2; ++l)
@@ -303,12 +310,13 @@ TEST_P(PressScores, H2oDecodeAccumulatesAndEvictsTheLowestNonRecentToken) {
           const std::vector<double> row = softmax_row(s.query_at(l, p, h * group + g), keys);
           for (size_t i = 0; i < row.size(); ++i) r.sums[g][i] += row[i];
         }
-        r.keep_top(budget, recent);
+        older_evictions += r.keep_top(budget, recent);
         ASSERT_EQ(s.positions(l, h), r.kept) << "step " << step << " layer " << l << " head " << h;
         const std::vector<double> want = r.scores(recent);
         expect_scores(as_scorer(*press).score(s, l, h), want);
       }
   }
+  EXPECT_GT(older_evictions, 0) << "every decode eviction took the token leaving the recent window";
 }
 
 TEST_P(PressScores, H2oRecentOptionAndDecodeOff) {

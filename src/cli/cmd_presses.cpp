@@ -24,7 +24,7 @@ void add_presses_command(CLI::App& app) {
     }
     for (const auto& info : press_registry()) {
       fmt::print("{:<14} {}\n", info.name, info.description);
-      for (const auto& o : info.options) fmt::print("{:>16}{}={:<8} {}\n", "", o.key, o.default_value, o.help);
+      for (const auto& o : info.options) fmt::print("{:>16}{:<26} {}\n", "", o.key + "=" + o.default_value, o.help);
     }
   });
 }

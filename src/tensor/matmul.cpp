@@ -19,7 +19,10 @@ namespace kvslim {
 namespace {
 
 #if defined(__AVX512F__)
-constexpr int kMR = 12;  // tokens per micro-tile
+#ifndef KVSLIM_MR
+#define KVSLIM_MR 12
+#endif
+constexpr int kMR = KVSLIM_MR;  // tokens per micro-tile
 constexpr int kNR = 32;  // weight rows per micro-tile (two 16-float vectors)
 #elif defined(__AVX2__) && defined(__FMA__)
 constexpr int kMR = 6;
@@ -159,13 +162,13 @@ void pack_w_panel(const WeightView& w, int64_t r0, int64_t k0, int64_t kc, float
 #if defined(__AVX512F__)
 void micro_kernel(const float* xp, const float* wp, int64_t kc, float* c, int64_t ldc, int mt, int nr, bool first) {
   __m512 acc[kMR][2];
-#pragma GCC unroll 12
+#pragma GCC unroll 16
   for (int t = 0; t < kMR; ++t) acc[t][0] = acc[t][1] = _mm512_setzero_ps();
   for (int64_t kk = 0; kk < kc; ++kk) {
     const __m512 w0 = _mm512_loadu_ps(wp + kk * kNR);
     const __m512 w1 = _mm512_loadu_ps(wp + kk * kNR + 16);
     const float* xk = xp + kk * kMR;
-#pragma GCC unroll 12
+#pragma GCC unroll 16
     for (int t = 0; t < kMR; ++t) {
       const __m512 xb = _mm512_set1_ps(xk[t]);
       acc[t][0] = _mm512_fmadd_ps(xb, w0, acc[t][0]);
@@ -175,7 +178,7 @@ void micro_kernel(const float* xp, const float* wp, int64_t kc, float* c, int64_
   const __mmask16 m0 = nr >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << nr) - 1);
   const __mmask16 m1 = nr >= 32 ? static_cast<__mmask16>(0xffff)
                                 : (nr > 16 ? static_cast<__mmask16>((1u << (nr - 16)) - 1) : static_cast<__mmask16>(0));
-#pragma GCC unroll 12
+#pragma GCC unroll 16
   for (int t = 0; t < kMR; ++t) {
     if (t >= mt) break;
     float* ct = c + t * ldc;

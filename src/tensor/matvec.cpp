@@ -29,12 +29,14 @@ constexpr int kGroup = 4;
 #if defined(KVSLIM_AVX512)
 
 struct LoadF32 {
+  static constexpr int kBytes = 4;
   static __m512 load(const uint8_t* row, int64_t i) { return _mm512_loadu_ps(reinterpret_cast<const float*>(row) + i); }
   static __m512 load_tail(const uint8_t* row, int64_t i, __mmask16 m) {
     return _mm512_maskz_loadu_ps(m, reinterpret_cast<const float*>(row) + i);
   }
 };
 struct LoadF16 {
+  static constexpr int kBytes = 2;
   static __m512 load(const uint8_t* row, int64_t i) {
     return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(reinterpret_cast<const uint16_t*>(row) + i)));
   }
@@ -43,6 +45,7 @@ struct LoadF16 {
   }
 };
 struct LoadBF16 {
+  static constexpr int kBytes = 2;
   static __m512 widen(__m256i h) { return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)); }
   static __m512 load(const uint8_t* row, int64_t i) {
     return widen(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(reinterpret_cast<const uint16_t*>(row) + i)));
@@ -53,7 +56,7 @@ struct LoadBF16 {
 };
 
 template <int NR, class L>
-inline void dot_rows_float(const uint8_t* const* rows, const float* x, int64_t n, float* out) {
+inline void dot_rows_float(const uint8_t* const* rows, const float* x, int64_t n, float* out, size_t pf) {
   __m512 acc0[NR], acc1[NR];
   for (int r = 0; r < NR; ++r) acc0[r] = acc1[r] = _mm512_setzero_ps();
   int64_t i = 0;
@@ -62,6 +65,10 @@ inline void dot_rows_float(const uint8_t* const* rows, const float* x, int64_t n
     const __m512 x1 = _mm512_loadu_ps(x + i + 16);
 #pragma GCC unroll 8
     for (int r = 0; r < NR; ++r) {
+      // (uintptr_t arithmetic: the address may lie past the matrix; prefetches never fault)
+      const char* ahead = reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(rows[r]) + pf + i * L::kBytes);
+      _mm_prefetch(ahead, _MM_HINT_T0);
+      if constexpr (L::kBytes == 4) _mm_prefetch(ahead + 64, _MM_HINT_T0);
       acc0[r] = _mm512_fmadd_ps(L::load(rows[r], i), x0, acc0[r]);
       acc1[r] = _mm512_fmadd_ps(L::load(rows[r], i + 16), x1, acc1[r]);
     }
@@ -107,7 +114,7 @@ struct LoadBF16 {
 };
 
 template <int NR, class L>
-inline void dot_rows_float(const uint8_t* const* rows, const float* x, int64_t n, float* out) {
+inline void dot_rows_float(const uint8_t* const* rows, const float* x, int64_t n, float* out, size_t /*pf*/) {
   __m256 acc0[NR], acc1[NR];
   for (int r = 0; r < NR; ++r) acc0[r] = acc1[r] = _mm256_setzero_ps();
   int64_t i = 0;
@@ -144,7 +151,7 @@ struct LoadBF16 {
 };
 
 template <int NR, class L>
-inline void dot_rows_float(const uint8_t* const* rows, const float* x, int64_t n, float* out) {
+inline void dot_rows_float(const uint8_t* const* rows, const float* x, int64_t n, float* out, size_t /*pf*/) {
   for (int r = 0; r < NR; ++r) {
     float acc[8] = {};
     int64_t i = 0;
@@ -169,7 +176,8 @@ inline void dot_rows_float(const uint8_t* const* rows, const float* x, int64_t n
 // register, whose two fp16 weight scales are broadcast into the halves of one vector (faster
 // than gathering 16 scales at once) and multiplied by the matching activation scales.
 template <int NR>
-inline void dot_rows_q8(const uint8_t* const* rows, const detail::Q8Activations& xa, int64_t nb, float* out) {
+inline void dot_rows_q8(const uint8_t* const* rows, const detail::Q8Activations& xa, int64_t nb, float* out,
+                        size_t pf) {
   __m512 acc0[NR], acc1[NR];
   __m256 acc_tail[NR];
   for (int r = 0; r < NR; ++r) {
@@ -191,6 +199,9 @@ inline void dot_rows_q8(const uint8_t* const* rows, const detail::Q8Activations&
       for (int r = 0; r < NR; ++r) {
         const uint8_t* b0 = rows[r] + blk * sizeof(BlockQ8_0);
         const uint8_t* q0 = b0 + 2;
+        const char* ahead = reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(b0) + pf);
+        _mm_prefetch(ahead, _MM_HINT_T0);
+        _mm_prefetch(ahead + 64, _MM_HINT_T0);
         uint16_t ha, hb;
         std::memcpy(&ha, b0, 2);
         std::memcpy(&hb, b0 + sizeof(BlockQ8_0), 2);
@@ -236,7 +247,8 @@ inline float hsum256q(__m256 v) {
 }
 
 template <int NR>
-inline void dot_rows_q8(const uint8_t* const* rows, const detail::Q8Activations& xa, int64_t nb, float* out) {
+inline void dot_rows_q8(const uint8_t* const* rows, const detail::Q8Activations& xa, int64_t nb, float* out,
+                        size_t /*pf*/) {
   __m256 acc[NR];
   for (int r = 0; r < NR; ++r) acc[r] = _mm256_setzero_ps();
   const __m256i ones = _mm256_set1_epi16(1);
@@ -256,7 +268,8 @@ inline void dot_rows_q8(const uint8_t* const* rows, const detail::Q8Activations&
 #else
 
 template <int NR>
-inline void dot_rows_q8(const uint8_t* const* rows, const detail::Q8Activations& xa, int64_t nb, float* out) {
+inline void dot_rows_q8(const uint8_t* const* rows, const detail::Q8Activations& xa, int64_t nb, float* out,
+                        size_t /*pf*/) {
   for (int r = 0; r < NR; ++r) {
     const auto* blocks = reinterpret_cast<const BlockQ8_0*>(rows[r]);
     float acc = 0.0f;
@@ -289,27 +302,30 @@ void for_row_groups(const WeightView& w, int64_t r0, int64_t r1, float* y, RowsF
 
 void matvec_range(const WeightView& w, const void* xprep, int64_t r0, int64_t r1, float* y) {
   const int64_t n = w.cols;
+  // Software prefetch runs one row group ahead: rows are only a page or so long, too short for
+  // the hardware prefetchers to ramp up on each of the group's interleaved streams.
+  const size_t pf = static_cast<size_t>(kGroup) * row_bytes(w.type, w.cols);
   switch (w.type) {
     case DType::F32:
       for_row_groups(w, r0, r1, y, [&]<int NR>(const uint8_t* const* rows, float* out) {
-        dot_rows_float<NR, LoadF32>(rows, static_cast<const float*>(xprep), n, out);
+        dot_rows_float<NR, LoadF32>(rows, static_cast<const float*>(xprep), n, out, pf);
       });
       return;
     case DType::F16:
       for_row_groups(w, r0, r1, y, [&]<int NR>(const uint8_t* const* rows, float* out) {
-        dot_rows_float<NR, LoadF16>(rows, static_cast<const float*>(xprep), n, out);
+        dot_rows_float<NR, LoadF16>(rows, static_cast<const float*>(xprep), n, out, pf);
       });
       return;
     case DType::BF16:
       for_row_groups(w, r0, r1, y, [&]<int NR>(const uint8_t* const* rows, float* out) {
-        dot_rows_float<NR, LoadBF16>(rows, static_cast<const float*>(xprep), n, out);
+        dot_rows_float<NR, LoadBF16>(rows, static_cast<const float*>(xprep), n, out, pf);
       });
       return;
     case DType::Q8_0: {
       const auto& xa = *static_cast<const detail::Q8Activations*>(xprep);
       const int64_t nb = n / kQ8Block;
       for_row_groups(w, r0, r1, y, [&]<int NR>(const uint8_t* const* rows, float* out) {
-        dot_rows_q8<NR>(rows, xa, nb, out);
+        dot_rows_q8<NR>(rows, xa, nb, out, pf);
       });
       return;
     }

@@ -16,10 +16,10 @@
 namespace kvslim {
 namespace {
 
-// How long an idle worker spins before blocking, and how many pause rounds the caller spins
-// waiting for claimed indices to finish before it starts yielding its core.
+// How long an idle worker spins before blocking, and how long the caller spins waiting for
+// claimed indices to finish before it sleeps.
 constexpr auto kWorkerSpin = std::chrono::microseconds(300);
-constexpr int kCallerSpinsBeforeYield = 2048;
+constexpr auto kCallerSpin = std::chrono::microseconds(30);
 
 thread_local int tls_job_depth = 0;
 
@@ -71,7 +71,7 @@ void ThreadPool::run_claimed(uint32_t gen) {
     if (word_gen(w) != gen || word_index(w) >= static_cast<uint32_t>(n_threads_)) return;
     if (job_word_.compare_exchange_weak(w, w + 1, std::memory_order_acq_rel, std::memory_order_acquire)) {
       execute(static_cast<int>(word_index(w)));
-      pending_.fetch_sub(1, std::memory_order_acq_rel);
+      if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) pending_.notify_one();
       w = job_word_.load(std::memory_order_acquire);
     }
   }
@@ -124,11 +124,17 @@ void ThreadPool::dispatch(Invoke invoke, void* ctx) {
   execute(0);
   pending_.fetch_sub(1, std::memory_order_acq_rel);
   run_claimed(gen);  // whatever the workers have not picked up yet
-  for (int spins = 1; pending_.load(std::memory_order_acquire) != 0; ++spins) {
-    if (spins < kCallerSpinsBeforeYield) {
+  // Wait for indices claimed by workers: spin briefly (they normally finish within
+  // microseconds of the caller), then sleep on the counter so that a worker sharing this core
+  // with other processes gets the CPU.
+  const auto spin_until = std::chrono::steady_clock::now() + kCallerSpin;
+  for (int spins = 1;; ++spins) {
+    const int left = pending_.load(std::memory_order_acquire);
+    if (left == 0) break;
+    if ((spins & 63) != 0 || std::chrono::steady_clock::now() < spin_until) {
       KVSLIM_CPU_RELAX();
     } else {
-      std::this_thread::yield();
+      pending_.wait(left, std::memory_order_acquire);
     }
   }
   if (has_error_.load(std::memory_order_relaxed)) {

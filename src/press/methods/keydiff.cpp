@@ -61,7 +61,7 @@ class KeyDiffPress final : public ScorerPress {
     for (int64_t i = 0; i < n; ++i) {
       const float* k = head.key(i);
       const double norm = std::sqrt(dot(k, k, d));
-      const float inv = 1.0f;
+      const float inv = norm > 0 ? float(1.0 / norm) : 0.0f;
       for (int c = 0; c < d; ++c) unit_[i * d + c] = k[c] * inv;
     }
     anchor_vector(n, d);

@@ -27,9 +27,6 @@ class LagKvPress final : public Press {
         oneshot_(oneshot),
         every_block_(every_block) {}
 
-  // Query-free and budget-free in recursive mode; one-shot keeps the top `budget` of any size.
-  void check_budget(int64_t) const override {}
-
   void begin(PressContext& ctx) override { base_.assign(ctx.config().n_layers, sink_); }
 
   // The paper's chunk-by-chunk prefill (LagKV §4.3), with option every_block.
