@@ -20,6 +20,13 @@ double ms_since(Clock::time_point start) {
 
 int32_t argmax(const float* logits, int n) { return int32_t(std::max_element(logits, logits + n) - logits); }
 
+// --batch, lowered to the method's own block size if it has one.
+int prefill_block(const EngineOptions& options, const Press* press, int64_t capacity) {
+  int64_t block = std::min<int64_t>(options.batch, capacity);
+  if (press && press->prefill_block() > 0) block = std::min<int64_t>(block, press->prefill_block());
+  return int(std::max<int64_t>(1, block));
+}
+
 const EngineOptions& validated(const EngineOptions& options) {
   options.validate();
   return options;
@@ -51,7 +58,7 @@ Session::Session(const Model& model, ThreadPool& pool, const EngineOptions& opti
       pool_(pool),
       options_(validated(options)),
       cache_(model.config(), std::min<int64_t>(capacity, options.context), options.page_tokens),
-      forward_(model, std::max(1, int(std::min<int64_t>(options.batch, capacity)))),
+      forward_(model, prefill_block(options, press, capacity)),
       press_(press),
       budget_(budget),
       n_predict_(n_predict),

@@ -37,50 +37,51 @@ void weighted_rows_generic(const float* p, int64_t p_stride, int hd, int n_heads
 }
 
 #if defined(__AVX512F__)
-// r[i] = sum of the 16 lanes of v[i]: a transposing reduction, ~3 operations per sum instead
-// of ~8 for one horizontal reduction each.
-inline __m512 reduce16(const __m512 v[16]) {
-  __m512 t[8], u[4];
-  // Pairs: per 128-bit lane [a0+a2, b0+b2, a1+a3, b1+b3].
-  for (int i = 0; i < 8; ++i)
-    t[i] = _mm512_add_ps(_mm512_unpacklo_ps(v[2 * i], v[2 * i + 1]), _mm512_unpackhi_ps(v[2 * i], v[2 * i + 1]));
-  // Quads: per 128-bit lane [a, b, c, d] partial sums.
-  for (int i = 0; i < 4; ++i) {
-    const __m512d a = _mm512_castps_pd(t[2 * i]), b = _mm512_castps_pd(t[2 * i + 1]);
-    u[i] = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(a, b)), _mm512_castpd_ps(_mm512_unpackhi_pd(a, b)));
-  }
-  // Sum the four 128-bit lanes of each quad: lane k of the result holds quad k.
-  const __m512 x0 = _mm512_add_ps(_mm512_shuffle_f32x4(u[0], u[1], 0x88), _mm512_shuffle_f32x4(u[0], u[1], 0xDD));
-  const __m512 x1 = _mm512_add_ps(_mm512_shuffle_f32x4(u[2], u[3], 0x88), _mm512_shuffle_f32x4(u[2], u[3], 0xDD));
-  return _mm512_add_ps(_mm512_shuffle_f32x4(x0, x1, 0x88), _mm512_shuffle_f32x4(x0, x1, 0xDD));
+// [sum(a), sum(b), sum(c), sum(d)]: four horizontal sums sharing their shuffles.
+inline __m128 reduce4(__m512 a, __m512 b, __m512 c, __m512 d) {
+  // Per 128-bit lane: [a0+a2, b0+b2, a1+a3, b1+b3], likewise for c, d.
+  const __m512 ab = _mm512_add_ps(_mm512_unpacklo_ps(a, b), _mm512_unpackhi_ps(a, b));
+  const __m512 cd = _mm512_add_ps(_mm512_unpacklo_ps(c, d), _mm512_unpackhi_ps(c, d));
+  // Per 128-bit lane: [a, b, c, d] partial sums; then the four lanes are added.
+  const __m512d x = _mm512_castps_pd(ab), y = _mm512_castps_pd(cd);
+  const __m512 u = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(x, y)), _mm512_castpd_ps(_mm512_unpackhi_pd(x, y)));
+  const __m256 h = _mm256_add_ps(_mm512_castps512_ps256(u), _mm512_extractf32x8_ps(u, 1));
+  return _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
 }
 
-// head_dim = 16 * CH. Sixteen key rows at a time (read from memory once, then from L1 for the
-// other heads), each head's query in registers, sixteen scores reduced together.
+// head_dim = 16 * CH. Four key rows at a time, read from memory once for all the heads (then
+// from L1), their four dot products per head reduced together.
 template <int CH, class Row>
 void score_rows_avx512(const float* q, int n_heads, Row row, int64_t rows, float scale, float* s, int64_t s_stride) {
   constexpr int hd = 16 * CH;
-  const __m512 vscale = _mm512_set1_ps(scale);
+  const __m128 vscale = _mm_set1_ps(scale);
   int64_t j = 0;
-  for (; j + 16 <= rows; j += 16) {
-    const float* r[16];
-    for (int i = 0; i < 16; ++i) r[i] = row(j + i);
+  for (; j + 4 <= rows; j += 4) {
+    const float* r0 = row(j);
+    const float* r1 = row(j + 1);
+    const float* r2 = row(j + 2);
+    const float* r3 = row(j + 3);
     for (int g = 0; g < n_heads; ++g) {
-      __m512 qr[CH];
-      for (int c = 0; c < CH; ++c) qr[c] = _mm512_loadu_ps(q + g * hd + 16 * c);
-      __m512 acc[16];
-      for (int i = 0; i < 16; ++i) {
-        acc[i] = _mm512_mul_ps(_mm512_loadu_ps(r[i]), qr[0]);
-        for (int c = 1; c < CH; ++c) acc[i] = _mm512_fmadd_ps(_mm512_loadu_ps(r[i] + 16 * c), qr[c], acc[i]);
+      const float* qg = q + g * hd;
+      const __m512 q0 = _mm512_loadu_ps(qg);
+      __m512 a0 = _mm512_mul_ps(_mm512_loadu_ps(r0), q0), a1 = _mm512_mul_ps(_mm512_loadu_ps(r1), q0);
+      __m512 a2 = _mm512_mul_ps(_mm512_loadu_ps(r2), q0), a3 = _mm512_mul_ps(_mm512_loadu_ps(r3), q0);
+      for (int c = 1; c < CH; ++c) {
+        const __m512 qc = _mm512_loadu_ps(qg + 16 * c);
+        a0 = _mm512_fmadd_ps(_mm512_loadu_ps(r0 + 16 * c), qc, a0);
+        a1 = _mm512_fmadd_ps(_mm512_loadu_ps(r1 + 16 * c), qc, a1);
+        a2 = _mm512_fmadd_ps(_mm512_loadu_ps(r2 + 16 * c), qc, a2);
+        a3 = _mm512_fmadd_ps(_mm512_loadu_ps(r3 + 16 * c), qc, a3);
       }
-      _mm512_storeu_ps(s + g * s_stride + j, _mm512_mul_ps(reduce16(acc), vscale));
+      _mm_storeu_ps(s + g * s_stride + j, _mm_mul_ps(reduce4(a0, a1, a2, a3), vscale));
     }
   }
   for (; j < rows; ++j) {
     const float* k = row(j);
     for (int g = 0; g < n_heads; ++g) {
-      __m512 acc = _mm512_mul_ps(_mm512_loadu_ps(k), _mm512_loadu_ps(q + g * hd));
-      for (int c = 1; c < CH; ++c) acc = _mm512_fmadd_ps(_mm512_loadu_ps(k + 16 * c), _mm512_loadu_ps(q + g * hd + 16 * c), acc);
+      const float* qg = q + g * hd;
+      __m512 acc = _mm512_mul_ps(_mm512_loadu_ps(k), _mm512_loadu_ps(qg));
+      for (int c = 1; c < CH; ++c) acc = _mm512_fmadd_ps(_mm512_loadu_ps(k + 16 * c), _mm512_loadu_ps(qg + 16 * c), acc);
       s[g * s_stride + j] = _mm512_reduce_add_ps(acc) * scale;
     }
   }
@@ -184,6 +185,17 @@ void decode_dense(const PagedKv& kv, const float* q, int n_heads, float* out, At
   }
 }
 
+// The kernels already run on every thread of the engine's pool; OpenBLAS's own threads on top
+// would oversubscribe the cores (each small product waking and spinning extra threads, ~10x
+// slower on a busy machine), so its products run single-threaded. Process-wide, set once.
+void use_single_threaded_blas() {
+  static const bool once = [] {
+    openblas_set_num_threads(1);
+    return true;
+  }();
+  (void)once;
+}
+
 // A block of queries: per head and tile of queries, scores = Q K^T page by page into one row
 // per query, causal softmax per row, then out = P V accumulated page by page.
 void prefill_dense(const PagedKv& kv, const float* q, int64_t q_stride, int n_heads, int64_t n_q, float* out,
@@ -194,6 +206,7 @@ void prefill_dense(const PagedKv& kv, const float* q, int64_t q_stride, int n_he
   const auto& pages = kv.head.pages();
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   const int64_t tile = std::min(n_q, kAttentionQueryTile);
+  use_single_threaded_blas();
   float* s = scores_buffer(scratch, tile * kv.head.size());
 
   for (int g = 0; g < n_heads; ++g) {

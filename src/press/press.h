@@ -58,6 +58,9 @@ class Press {
   // Decode-time sparse attention (RocketKV stage 2, Quest, SparQ, Exact-TopK).
   virtual SparseSelector* sparse_selector() { return nullptr; }
 
+  // The largest prefill block the method works with (KeyDiff's block prefill); 0: --batch.
+  virtual int prefill_block() const { return 0; }
+
   // Throws kvslim::Error when an explicit --budget cannot work with the options (a window
   // larger than the budget), before any work is done.
   virtual void check_budget(int64_t budget) const {}

@@ -16,10 +16,10 @@
 namespace kvslim {
 namespace {
 
-// How long an idle worker spins before blocking, and how long the caller spins waiting for
-// claimed indices to finish before it sleeps.
+// How long an idle worker spins before blocking, and how many pause rounds (~20-40 us) the
+// caller spins waiting for claimed indices to finish before it sleeps.
 constexpr auto kWorkerSpin = std::chrono::microseconds(300);
-constexpr auto kCallerSpin = std::chrono::microseconds(30);
+constexpr int kCallerSpins = 1024;
 
 thread_local int tls_job_depth = 0;
 
@@ -127,11 +127,10 @@ void ThreadPool::dispatch(Invoke invoke, void* ctx) {
   // Wait for indices claimed by workers: spin briefly (they normally finish within
   // microseconds of the caller), then sleep on the counter so that a worker sharing this core
   // with other processes gets the CPU.
-  const auto spin_until = std::chrono::steady_clock::now() + kCallerSpin;
   for (int spins = 1;; ++spins) {
     const int left = pending_.load(std::memory_order_acquire);
     if (left == 0) break;
-    if ((spins & 63) != 0 || std::chrono::steady_clock::now() < spin_until) {
+    if (spins < kCallerSpins) {
       KVSLIM_CPU_RELAX();
     } else {
       pending_.wait(left, std::memory_order_acquire);

@@ -3,12 +3,8 @@
 // which ranks like the pairwise form -Σ_j cos(k_i, k_j) (§3.3). No attention is needed, so it
 // works with block prompt processing (§2.4): after each prefill block every head is scored over
 // its cache plus the block and cut back to the budget; decode is the same with blocks of 1.
-//
-// Block size: the engine prefills in blocks of `--batch` tokens and calls after_prefill_block
-// after each; this press evicts after the first engine block that brings at least `block` new
-// tokens since its last eviction (and once more at the end of the prompt). The effective block
-// is therefore `block` rounded up to a multiple of --batch, and the peak per head is budget +
-// that block: run with a --batch dividing `block` (e.g. --batch 128) for the paper's setting.
+// The engine prefills in blocks of min(--batch, block) tokens, so a head never holds more than
+// budget + block tokens.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -28,11 +24,9 @@ class KeyDiffPress final : public ScorerPress {
   KeyDiffPress(int block, bool decode, double recent, Anchor anchor, Metric metric)
       : block_(block), decode_(decode), recent_(recent), anchor_(anchor), metric_(metric) {}
 
-  void begin(PressContext&) override { evicted_at_ = 0; }
+  int prefill_block() const override { return block_; }
 
   void after_prefill_block(PressContext& ctx) override {
-    if (ctx.n_past() - evicted_at_ < block_) return;
-    evicted_at_ = ctx.n_past();
     ScorerPress::end_prefill(ctx);  // every head above the budget: score, record, keep the top
   }
 
@@ -125,7 +119,6 @@ class KeyDiffPress final : public ScorerPress {
   double recent_;
   Anchor anchor_;
   Metric metric_;
-  int64_t evicted_at_ = 0;  // n_past at the last block eviction
   // Reused every step: normalised keys [n][d], anchor, one channel (median), scores, kept indices.
   std::vector<float> unit_, anchor_vec_, column_, scores_;
   std::vector<int32_t> keep_;
@@ -135,7 +128,7 @@ class KeyDiffPress final : public ScorerPress {
 
 PressInfo keydiff_press() {
   return {"keydiff", "evicts the keys most similar to the anchor of the cached keys; block prefill with bounded memory",
-          {{"block", "128", "evict after this many new prompt tokens (rounded up to a multiple of --batch)"},
+          {{"block", "128", "prefill block: tokens between evictions (the engine uses min(--batch, block))"},
            {"decode", "true", "evict in decode too (blocks of 1 token)"},
            {"recent", "0", "fraction of the budget forced to the newest tokens (paper: 0, 0.1, 0.2)"},
            {"anchor", "mean", "mean or median of the normalised keys"},
