@@ -6,8 +6,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <random>
 #include <mutex>
+#include <random>
 #include <set>
 #include <vector>
 
@@ -296,7 +296,9 @@ struct Fixture {
   int64_t next_pos = 0;
 
   Fixture(const ModelConfig& c, int64_t capacity, int page_tokens)
-      : config(c), cache(c, capacity, page_tokens), naive(size_t(c.n_layers), std::vector<NaiveHead>(size_t(c.n_kv_heads))) {}
+      : config(c),
+        cache(c, capacity, page_tokens),
+        naive(size_t(c.n_layers), std::vector<NaiveHead>(size_t(c.n_kv_heads))) {}
 
   // Appends a block of n tokens to every layer; returns the queries [n][n_heads*hd] per layer.
   std::vector<std::vector<float>> append_block(int n) {
@@ -450,7 +452,8 @@ TEST(KvCacheProbe, RowsSumToOneAndEqualTheReferenceProbabilities) {
       seen.insert({row.q_head, i});
       ASSERT_EQ(int64_t(row.probs.size()), first + i + 1);
       const size_t q_dim = size_t(kv_heads) * group * hd;
-      const auto want = reference(nh, &q[layer][size_t(i) * q_dim + size_t(row.q_head) * hd], hd, first_n(first + i + 1));
+      const auto want =
+          reference(nh, &q[layer][size_t(i) * q_dim + size_t(row.q_head) * hd], hd, first_n(first + i + 1));
       double sum = 0;
       for (size_t j = 0; j < row.probs.size(); ++j) {
         sum += row.probs[j];
@@ -465,7 +468,8 @@ TEST(KvCacheProbe, RowsSumToOneAndEqualTheReferenceProbabilities) {
 // Selects fixed index lists per KV head (or declines).
 class FixedSelector final : public SparseSelector {
  public:
-  bool select(int layer, const float* q, const PagedKvCache& cache, std::vector<std::vector<int32_t>>& selected) override {
+  bool select(int layer, const float* q, const PagedKvCache& cache,
+              std::vector<std::vector<int32_t>>& selected) override {
     ++calls;
     if (!use) return false;
     for (int h = 0; h < cache.n_kv_heads(); ++h)
@@ -478,10 +482,10 @@ class FixedSelector final : public SparseSelector {
 };
 
 TEST(KvCacheSparse, AllIndicesEqualDenseAndSubsetsEqualTheReference) {
-  for (int hd : {64, 24}) {
+  for (const auto [hd, threads] : {std::pair{64, 2}, std::pair{24, 2}, std::pair{64, 5}}) {
     const int kv_heads = 2, group = 4;
     Fixture f(shape(kv_heads, group, hd), 300, 32);
-    ThreadPool pool(2);
+    ThreadPool pool(threads);  // 5 threads split each KV head's group over several threads
     f.append_block(100);
     f.retain(0, 1, [] {
       std::vector<int32_t> k;
@@ -504,7 +508,8 @@ TEST(KvCacheSparse, AllIndicesEqualDenseAndSubsetsEqualTheReference) {
     selector.lists[1] = {5, 6, 7, 20, int32_t(f.cache.head(0, 1).size() - 1)};
     f.cache.attend(0, q[0].data(), 1, sparse.data(), pool);
     for (int h = 0; h < kv_heads * group; ++h) {
-      const auto want = reference(f.naive[0][size_t(h / group)], &q[0][size_t(h) * hd], hd, selector.lists[size_t(h / group)]);
+      const auto want =
+          reference(f.naive[0][size_t(h / group)], &q[0][size_t(h) * hd], hd, selector.lists[size_t(h / group)]);
       for (int d = 0; d < hd; ++d) EXPECT_NEAR(sparse[size_t(h) * hd + size_t(d)], want.out[size_t(d)], 2e-5);
     }
 

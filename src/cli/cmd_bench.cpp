@@ -4,7 +4,7 @@
 
 #include "bench/bench.h"
 #include "cli/commands.h"
-#include "cli/compression_options.h"
+#include "cli/shared_options.h"
 
 namespace kvslim::cli {
 

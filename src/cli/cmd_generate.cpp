@@ -5,7 +5,7 @@
 #include <cstdio>
 
 #include "cli/commands.h"
-#include "cli/compression_options.h"
+#include "cli/shared_options.h"
 #include "cli/prompt_input.h"
 #include "engine/session.h"
 #include "model/model.h"
@@ -95,11 +95,8 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("--repeat-penalty", opt->sampling.repeat_penalty, "repetition penalty (1: off)")->capture_default_str();
   cmd->add_option("--repeat-last-n", opt->sampling.repeat_last_n, "tokens the penalty looks back")->capture_default_str();
   cmd->add_option("--seed", opt->sampling.seed, "sampling seed")->capture_default_str();
-  cmd->add_option("--ctx", opt->engine.context, "context size in tokens (prompt + generated)")->capture_default_str();
-  cmd->add_option("--batch", opt->engine.batch, "prefill chunk size in tokens")->capture_default_str();
-  cmd->add_option("--kv-page", opt->engine.page_tokens, "KV page size in tokens per head")->capture_default_str();
-  cmd->add_option("--threads", opt->threads, "threads (0: all cores)")->capture_default_str();
   add_compression_options(*cmd, opt->compression);
+  add_engine_options(*cmd, opt->engine, opt->threads);
   cmd->add_flag("--no-bos", opt->no_bos, "do not prepend BOS even if the tokenizer asks for it");
   cmd->add_flag("--no-special", opt->no_special, "treat special-token text in the prompt as plain text");
   cmd->add_flag("--json", opt->json, "print one JSON object with the text, ids and timings");

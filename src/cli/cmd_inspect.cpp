@@ -6,7 +6,7 @@
 #include <fstream>
 
 #include "cli/commands.h"
-#include "cli/compression_options.h"
+#include "cli/shared_options.h"
 #include "cli/prompt_input.h"
 #include "engine/session.h"
 #include "press/registry.h"
@@ -32,9 +32,7 @@ void run_inspect(const InspectOptions& opt) {
   const auto model = Model::load(opt.model);
   const Tokenizer& tokenizer = model->tokenizer();
   const auto tokens = tokenizer.encode(opt.prompt.read(), tokenizer.add_bos_by_default() && !opt.no_bos, true);
-  if (tokens.empty()) fail("the prompt is empty (no tokens)");
-  if (int64_t(tokens.size()) > opt.engine.context)
-    fail("the prompt has {} tokens, more than the context size of {} (--ctx)", tokens.size(), opt.engine.context);
+  validate_prompt(*model, opt.engine, tokens);
   const auto press = make_press(opt.compression.press, opt.compression.press_options);
   if (opt.compression.budget) press->check_budget(*opt.compression.budget);
   const int64_t budget = opt.compression.resolve_budget(int64_t(tokens.size()));
@@ -75,10 +73,7 @@ void add_inspect_command(CLI::App& app) {
   cmd->add_option("-m,--model", opt->model, "GGUF model")->required();
   opt->prompt.add_options(*cmd);
   add_compression_options(*cmd, opt->compression);
-  cmd->add_option("--ctx", opt->engine.context, "context size in tokens")->capture_default_str();
-  cmd->add_option("--batch", opt->engine.batch, "prefill chunk size in tokens")->capture_default_str();
-  cmd->add_option("--kv-page", opt->engine.page_tokens, "KV page size in tokens per head")->capture_default_str();
-  cmd->add_option("--threads", opt->threads, "threads (0: all cores)")->capture_default_str();
+  add_engine_options(*cmd, opt->engine, opt->threads);
   cmd->add_flag("--scores", opt->scores, "also write the scores the method selected by");
   cmd->add_flag("--no-bos", opt->no_bos, "do not prepend BOS");
   cmd->add_option("-o,--output", opt->out, "output JSON file")->required();

@@ -161,20 +161,24 @@ void Session::record_scores(int layer, int kv_head, std::span<const float> score
   recorded_scores_[size_t(layer) * cache_.n_kv_heads() + kv_head].assign(scores.begin(), scores.end());
 }
 
+void validate_prompt(const Model& model, const EngineOptions& options, const std::vector<int32_t>& prompt) {
+  if (prompt.empty()) fail("the prompt is empty (no tokens)");
+  if (int64_t(prompt.size()) > options.context)
+    fail("the prompt has {} tokens, more than the context size of {} (--ctx)", prompt.size(), options.context);
+  const int n_vocab = model.config().n_vocab;
+  for (size_t i = 0; i < prompt.size(); ++i)
+    if (prompt[i] < 0 || prompt[i] >= n_vocab)
+      fail("prompt token #{} has id {}, outside the vocabulary [0, {})", i, prompt[i], n_vocab);
+}
+
 namespace {
 
 void validate_request(const Model& model, const EngineOptions& options, const GenerateRequest& request) {
   options.validate();
   request.sampling.validate();
   request.compression.validate();
-  if (request.prompt.empty()) fail("the prompt is empty (no tokens)");
   if (request.n_predict < 0) fail("-n must be >= 0 (got {})", request.n_predict);
-  if (int64_t(request.prompt.size()) > options.context)
-    fail("the prompt has {} tokens, more than the context size of {} (--ctx)", request.prompt.size(), options.context);
-  const int n_vocab = model.config().n_vocab;
-  for (size_t i = 0; i < request.prompt.size(); ++i)
-    if (request.prompt[i] < 0 || request.prompt[i] >= n_vocab)
-      fail("prompt token #{} has id {}, outside the vocabulary [0, {})", i, request.prompt[i], n_vocab);
+  validate_prompt(model, options, request.prompt);
 }
 
 }  // namespace

@@ -113,6 +113,10 @@ struct GenerateResult {
   uint64_t kv_bytes_peak = 0, kv_bytes_final = 0;
 };
 
+// Throws kvslim::Error for an empty prompt, one longer than the context or an id outside the
+// vocabulary.
+void validate_prompt(const Model& model, const EngineOptions& options, const std::vector<int32_t>& prompt);
+
 // Validates the request (empty prompt, prompt longer than the context, ids outside the
 // vocabulary, method and budget), prefills, then samples until EOS, n_predict or a full context.
 // `on_piece` receives each generated token's text as soon as it is sampled.

@@ -44,8 +44,10 @@ inline __m128 reduce4(__m512 a, __m512 b, __m512 c, __m512 d) {
   const __m512 cd = _mm512_add_ps(_mm512_unpacklo_ps(c, d), _mm512_unpackhi_ps(c, d));
   // Per 128-bit lane: [a, b, c, d] partial sums; then the four lanes are added.
   const __m512d x = _mm512_castps_pd(ab), y = _mm512_castps_pd(cd);
-  const __m512 u = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(x, y)), _mm512_castpd_ps(_mm512_unpackhi_pd(x, y)));
-  const __m256 h = _mm256_add_ps(_mm512_castps512_ps256(u), _mm512_extractf32x8_ps(u, 1));
+  const __m512 u =
+      _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(x, y)), _mm512_castpd_ps(_mm512_unpackhi_pd(x, y)));
+  const __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(u), 1));
+  const __m256 h = _mm256_add_ps(_mm512_castps512_ps256(u), hi);
   return _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
 }
 
@@ -81,7 +83,8 @@ void score_rows_avx512(const float* q, int n_heads, Row row, int64_t rows, float
     for (int g = 0; g < n_heads; ++g) {
       const float* qg = q + g * hd;
       __m512 acc = _mm512_mul_ps(_mm512_loadu_ps(k), _mm512_loadu_ps(qg));
-      for (int c = 1; c < CH; ++c) acc = _mm512_fmadd_ps(_mm512_loadu_ps(k + 16 * c), _mm512_loadu_ps(qg + 16 * c), acc);
+      for (int c = 1; c < CH; ++c)
+        acc = _mm512_fmadd_ps(_mm512_loadu_ps(k + 16 * c), _mm512_loadu_ps(qg + 16 * c), acc);
       s[g * s_stride + j] = _mm512_reduce_add_ps(acc) * scale;
     }
   }

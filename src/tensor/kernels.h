@@ -1,6 +1,7 @@
 // Internal helpers shared by the tensor kernels (not part of the model-facing API).
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -46,6 +47,25 @@ class Scratch {
 };
 
 inline size_t align_up(size_t v, size_t a) { return (v + a - 1) / a * a; }
+
+// Hands out [0, n) in chunks to whichever thread asks next. Kernels split work this way rather
+// than statically so that a thread that is descheduled (a busy machine) or slower does not
+// hold the others up; each item is still computed by exactly one thread in a fixed way, so
+// results do not depend on the split.
+class ChunkQueue {
+ public:
+  ChunkQueue(int64_t n, int64_t chunk) : n_(n), chunk_(chunk < 1 ? 1 : chunk) {}
+  bool pop(int64_t& begin, int64_t& end) {
+    begin = next_.fetch_add(chunk_, std::memory_order_relaxed);
+    if (begin >= n_) return false;
+    end = begin + chunk_ < n_ ? begin + chunk_ : n_;
+    return true;
+  }
+
+ private:
+  const int64_t n_, chunk_;
+  std::atomic<int64_t> next_{0};
+};
 
 // Prefetches the cache lines of columns [k0, k0 + kc) of rows [r0, r1) of a weight matrix, one
 // slice (`part` of `parts`) at a time. GEMM loops call it once per micro-kernel call to pull the

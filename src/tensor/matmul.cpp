@@ -241,32 +241,37 @@ void matmul_f32_gemm(const WeightView& w, const float* x, int64_t n, float* y, T
   auto pack = [&](int t, int nt) {
     for (int64_t p = n_xpanels * t / nt; p < n_xpanels * (t + 1) / nt; ++p) pack_x_panel(x, n, k, p * kMR, xp + p * k * kMR, w.type == DType::Q8_0);
   };
-  auto compute = [&](int t, int nt) {
+  // Weight panels go out in chunks of up to 4 (about 4 chunks per thread at least).
+  detail::ChunkQueue queue(n_wpanels, std::clamp<int64_t>(n_wpanels / (4 * pool.size()), 1, 4));
+  auto compute = [&](int, int) {
     thread_local detail::Scratch w_scratch;
     auto* wbuf = static_cast<float*>(w_scratch.get(2 * static_cast<size_t>(kNR) * kKC * sizeof(float) + 64));
     float* wp = wbuf;
     float* tmp = wbuf + kNR * kKC;
-    const int64_t p0 = n_wpanels * t / nt, p1 = n_wpanels * (t + 1) / nt;
-    for (int64_t k0 = 0; k0 < k; k0 += kKC) {
-      const int64_t kc = std::min(kKC, k - k0);
-      for (int64_t p = p0; p < p1; ++p) {
-        const int64_t r0 = p * kNR;
-        const int nr = static_cast<int>(std::min<int64_t>(kNR, w.rows - r0));
-        pack_w_panel(w, r0, k0, kc, wp, tmp);
-        // The panel after this one: the next in this slice, or the first of the next slice.
-        int64_t next_r0 = r0 + kNR, next_k0 = k0, next_kc = kc;
-        if (p + 1 >= p1) {
-          next_r0 = p0 * kNR;
-          next_k0 = k0 + kKC;
-          next_kc = std::min(kKC, k - next_k0);
-        }
-        const detail::PanelPrefetcher prefetcher(w, next_r0, next_k0 < k ? std::min(w.rows, next_r0 + kNR) : next_r0,
-                                                 next_k0, next_k0 < k ? next_kc : 0, n_xpanels);
-        for (int64_t xpi = 0; xpi < n_xpanels; ++xpi) {
-          const int64_t t0 = xpi * kMR;
-          const int mt = static_cast<int>(std::min<int64_t>(kMR, n - t0));
-          micro_kernel(xp + xpi * k * kMR + k0 * kMR, wp, kc, y + t0 * w.rows + r0, w.rows, mt, nr, k0 == 0);
-          prefetcher.part(xpi);
+    int64_t p0, p1;
+    while (queue.pop(p0, p1)) {
+      for (int64_t k0 = 0; k0 < k; k0 += kKC) {
+        const int64_t kc = std::min(kKC, k - k0);
+        for (int64_t p = p0; p < p1; ++p) {
+          const int64_t r0 = p * kNR;
+          const int nr = static_cast<int>(std::min<int64_t>(kNR, w.rows - r0));
+          pack_w_panel(w, r0, k0, kc, wp, tmp);
+          // The panel after this one: the next in this slice, or the first of the next slice.
+          int64_t next_r0 = r0 + kNR, next_k0 = k0, next_kc = kc;
+          if (p + 1 >= p1) {
+            next_r0 = p0 * kNR;
+            next_k0 = k0 + kKC;
+            next_kc = std::min(kKC, k - next_k0);
+          }
+          const detail::PanelPrefetcher prefetcher(w, next_r0,
+                                                   next_k0 < k ? std::min(w.rows, next_r0 + kNR) : next_r0, next_k0,
+                                                   next_k0 < k ? next_kc : 0, n_xpanels);
+          for (int64_t xpi = 0; xpi < n_xpanels; ++xpi) {
+            const int64_t t0 = xpi * kMR;
+            const int mt = static_cast<int>(std::min<int64_t>(kMR, n - t0));
+            micro_kernel(xp + xpi * k * kMR + k0 * kMR, wp, kc, y + t0 * w.rows + r0, w.rows, mt, nr, k0 == 0);
+            prefetcher.part(xpi);
+          }
         }
       }
     }

@@ -178,31 +178,37 @@ void matmul_q8(const WeightView& w, const float* x, int64_t n, float* y, ThreadP
       pack_x_panel(x, n, k, p * kMR, xp + p * xpanel_bytes);
     }
   };
-  auto compute = [&](int t, int nt) {
+  // Weight panels go out in chunks of up to 4 (about 4 chunks per thread at least).
+  detail::ChunkQueue queue(n_wpanels, std::clamp<int64_t>(n_wpanels / (4 * pool.size()), 1, 4));
+  auto compute = [&](int, int) {
     thread_local Scratch w_scratch;
     auto* wp = static_cast<uint8_t*>(w_scratch.get(static_cast<size_t>(kKB) * kWBlockBytes));
-    const int64_t p0 = n_wpanels * t / nt, p1 = n_wpanels * (t + 1) / nt;
-    for (int64_t b0 = 0; b0 < nb; b0 += kKB) {
-      const int64_t nbk = std::min(kKB, nb - b0);
-      for (int64_t p = p0; p < p1; ++p) {
-        const int64_t r0 = p * kNR;
-        const int nr = static_cast<int>(std::min<int64_t>(kNR, w.rows - r0));
-        pack_w_panel(w, r0, b0, nbk, wp);
-        // The panel after this one: the next in this slice, or the first of the next slice.
-        int64_t next_r0 = r0 + kNR, next_b0 = b0, next_nbk = nbk;
-        if (p + 1 >= p1) {
-          next_r0 = p0 * kNR;
-          next_b0 = b0 + kKB;
-          next_nbk = std::min(kKB, nb - next_b0);
-        }
-        const detail::PanelPrefetcher prefetcher(w, next_r0, next_b0 < nb ? std::min(w.rows, next_r0 + kNR) : next_r0,
-                                                 next_b0 * kQ8Block, next_b0 < nb ? next_nbk * kQ8Block : 0, n_xpanels);
-        for (int64_t xpi = 0; xpi < n_xpanels; ++xpi) {
-          const int64_t t0 = xpi * kMR;
-          const int mt = static_cast<int>(std::min<int64_t>(kMR, n - t0));
-          micro_kernel(xp + xpi * xpanel_bytes + b0 * kXBlockBytes, wp, nbk, y + t0 * w.rows + r0, w.rows, mt, nr,
-                       b0 == 0);
-          prefetcher.part(xpi);
+    int64_t p0, p1;
+    while (queue.pop(p0, p1)) {
+      for (int64_t b0 = 0; b0 < nb; b0 += kKB) {
+        const int64_t nbk = std::min(kKB, nb - b0);
+        for (int64_t p = p0; p < p1; ++p) {
+          const int64_t r0 = p * kNR;
+          const int nr = static_cast<int>(std::min<int64_t>(kNR, w.rows - r0));
+          pack_w_panel(w, r0, b0, nbk, wp);
+          // The panel after this one: the next in this slice, or the first of the next slice.
+          int64_t next_r0 = r0 + kNR, next_b0 = b0, next_nbk = nbk;
+          if (p + 1 >= p1) {
+            next_r0 = p0 * kNR;
+            next_b0 = b0 + kKB;
+            next_nbk = std::min(kKB, nb - next_b0);
+          }
+          const detail::PanelPrefetcher prefetcher(w, next_r0,
+                                                   next_b0 < nb ? std::min(w.rows, next_r0 + kNR) : next_r0,
+                                                   next_b0 * kQ8Block, next_b0 < nb ? next_nbk * kQ8Block : 0,
+                                                   n_xpanels);
+          for (int64_t xpi = 0; xpi < n_xpanels; ++xpi) {
+            const int64_t t0 = xpi * kMR;
+            const int mt = static_cast<int>(std::min<int64_t>(kMR, n - t0));
+            micro_kernel(xp + xpi * xpanel_bytes + b0 * kXBlockBytes, wp, nbk, y + t0 * w.rows + r0, w.rows, mt,
+                         nr, b0 == 0);
+            prefetcher.part(xpi);
+          }
         }
       }
     }

@@ -1,8 +1,9 @@
 // matvec: y = W x for weights in their stored type (decode's hot path).
 //
 // Rows are processed in groups of kGroup with independent accumulators per row, so a row's
-// result never depends on which other rows share its group; the pool splits rows on group
-// boundaries, so results are bit-identical for any number of threads.
+// result never depends on which other rows share its group; the pool's threads take chunks of
+// rows (group-aligned) from a shared queue, so results are bit-identical for any number of
+// threads.
 #include <algorithm>
 #include <cstring>
 
@@ -358,7 +359,16 @@ void matvec(const WeightView& w, const float* x, float* y, ThreadPool& pool) {
     matvec_range(w, xprep, 0, w.rows, y);
     return;
   }
-  pool.parallel_for_fn(w.rows, [&](int64_t r0, int64_t r1) { matvec_range(w, xprep, r0, r1, y); }, kGroup);
+  // About 8 chunks per thread, each at least 64 KiB of weights.
+  const size_t rb = row_bytes(w.type, w.cols);
+  int64_t chunk = std::max<int64_t>((w.rows + 8 * pool.size() - 1) / (8 * pool.size()),
+                                    static_cast<int64_t>(((size_t{64} << 10) + rb - 1) / rb));
+  chunk = (chunk + kGroup - 1) / kGroup * kGroup;
+  detail::ChunkQueue queue(w.rows, chunk);
+  pool.run_fn([&](int, int) {
+    int64_t r0, r1;
+    while (queue.pop(r0, r1)) matvec_range(w, xprep, r0, r1, y);
+  });
 }
 
 }  // namespace kvslim

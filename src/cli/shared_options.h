@@ -1,0 +1,26 @@
+// Option groups shared by subcommands: the compression method (--press, --budget, --ratio,
+// --press-opt) and the engine (--ctx, --batch, --kv-page, --threads).
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include "engine/session.h"
+
+namespace kvslim::cli {
+
+inline void add_compression_options(CLI::App& command, CompressionOptions& options) {
+  command.add_option("--press", options.press, "compression method (see `kvslim presses`)")->capture_default_str();
+  auto* budget = command.add_option("--budget", options.budget, "prompt tokens kept per layer and KV head");
+  auto* ratio = command.add_option("--ratio", options.ratio, "fraction of the prompt evicted, in [0, 1)");
+  budget->excludes(ratio);
+  command.add_option("--press-opt", options.press_options, "method option key=value (repeatable)");
+}
+
+inline void add_engine_options(CLI::App& command, EngineOptions& options, int& threads) {
+  command.add_option("--ctx", options.context, "context size in tokens (prompt + generated)")->capture_default_str();
+  command.add_option("--batch", options.batch, "prefill chunk size in tokens")->capture_default_str();
+  command.add_option("--kv-page", options.page_tokens, "KV page size in tokens per head")->capture_default_str();
+  command.add_option("--threads", threads, "threads (0: all cores)")->capture_default_str();
+}
+
+}  // namespace kvslim::cli
