@@ -377,7 +377,9 @@ TEST_P(KvCacheAttention, DenseMatchesReferenceAfterPerHeadRetain) {
     bytes += pages_for(f.cache.head(0, h).size(), f.cache.pool()) + pages_for(n, f.cache.pool());
   }
   EXPECT_EQ(f.cache.bytes_in_use(), bytes);
-  if (p.page_tokens < 64) EXPECT_LT(f.cache.bytes_in_use(), before);
+  if (p.page_tokens < 64) {
+    EXPECT_LT(f.cache.bytes_in_use(), before);
+  }
   EXPECT_EQ(f.cache.n_tokens(0), most);
   EXPECT_EQ(f.cache.n_tokens(1), n);
   EXPECT_EQ(f.cache.total_tokens(), total + n * p.n_kv_heads);
@@ -482,7 +484,7 @@ class FixedSelector final : public SparseSelector {
 };
 
 TEST(KvCacheSparse, AllIndicesEqualDenseAndSubsetsEqualTheReference) {
-  for (const auto [hd, threads] : {std::pair{64, 2}, std::pair{24, 2}, std::pair{64, 5}}) {
+  for (const auto& [hd, threads] : {std::pair{64, 2}, std::pair{24, 2}, std::pair{64, 5}}) {
     const int kv_heads = 2, group = 4;
     Fixture f(shape(kv_heads, group, hd), 300, 32);
     ThreadPool pool(threads);  // 5 threads split each KV head's group over several threads
