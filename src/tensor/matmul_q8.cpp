@@ -2,9 +2,9 @@
 //
 // X is quantised per token in blocks of 32 (float scale d = amax/127, q = round(x/d)) and
 // packed in panels of kMR tokens: per block, [quad][token][4 bytes], then the kMR scales and
-// the kMR corrections -128 * sum(q). Every thread owns a range of kNRV*16-row weight panels;
-// per kKC slice it repacks a panel as [block][quad][row][4 bytes] with the sign bit flipped
-// (w + 128 as unsigned bytes) plus f32 scales [block][row]. The micro-kernel feeds VNNI
+// the kMR corrections -128 * sum(q). Threads take chunks of kNR-row weight panels from a
+// queue; per kKB-block slice a thread repacks a panel as [block][quad][row][4 bytes] with the
+// sign bit flipped (w + 128 as unsigned bytes) plus f32 scales [block][row]. The kernel feeds VNNI
 // dpbusd(u8 w + 128, s8 x broadcast) starting each block's int32 accumulators at the
 // correction, so after 8 quads they hold sum(w * x) exactly; they are then scaled by
 // d_w * d_x and accumulated in f32.
