@@ -92,7 +92,15 @@ const float* Session::prefill(const std::vector<int32_t>& tokens) {
     cache_.set_probe(press_->decode_probe());
     cache_.set_sparse_selector(press_->sparse_selector());
   }
+  reserve_decode_pages();
   return last_logits_.data();
+}
+
+void Session::reserve_decode_pages() {
+  PagePool& pages = cache_.pool();
+  const int64_t heads = int64_t(cache_.n_layers()) * cache_.n_kv_heads();
+  const int64_t per_head = (n_predict_ + pages.page_tokens() - 1) / pages.page_tokens() + 1;
+  pages.reserve(int64_t(pages.bytes_in_use() / pages.page_bytes()) + heads * per_head);
 }
 
 const float* Session::decode(int32_t token) {

@@ -76,6 +76,9 @@ class Session final : private PressContext {
   // the appended rows and the probe.
   void with_room_for(int64_t extra_tokens, const std::function<void()>& work);
   std::vector<int64_t> head_sizes() const;
+  // Maps, once prefill is done, the pages n_predict more tokens per head can need, so that decode
+  // maps nothing (untouched pages cost no resident memory).
+  void reserve_decode_pages();
   void truncate_heads(const std::vector<int64_t>& sizes);
 
   const Model& model_;
