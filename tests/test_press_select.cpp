@@ -53,3 +53,15 @@ TEST(PressSelect, UnknownPoolingIsNamed) { EXPECT_THROW(pool_kind_from_name("mea
 
 }  // namespace
 }  // namespace kvslim
+
+namespace kvslim {
+namespace {
+
+TEST(PressSelect, AllButLowestEvictsTheLowestCandidateAndTheHigherIndexOnTies) {
+  std::vector<int32_t> keep;
+  all_but_lowest(std::vector<float>{3, 1, 2, 1, 0}, 4, keep);  // 0 at index 4 is not a candidate
+  EXPECT_EQ(keep, (std::vector<int32_t>{0, 1, 2, 4}));           // tie at 1: index 3 goes
+}
+
+}  // namespace
+}  // namespace kvslim

@@ -13,6 +13,16 @@ std::vector<int32_t> all_indices(int64_t n) {
   return idx;
 }
 
+void all_but_lowest(std::span<const float> scores, int64_t candidates, std::vector<int32_t>& keep) {
+  const int64_t n = int64_t(scores.size());
+  int64_t victim = 0;
+  for (int64_t i = 1; i < std::min(candidates, n); ++i)
+    if (scores[i] <= scores[victim]) victim = i;
+  keep.clear();
+  for (int64_t i = 0; i < n; ++i)
+    if (i != victim) keep.push_back(int32_t(i));
+}
+
 std::vector<int32_t> top_k_ascending(std::span<const float> scores, int64_t k) {
   const int64_t n = int64_t(scores.size());
   if (k >= n) return all_indices(n);

@@ -25,6 +25,11 @@ std::vector<float> pool1d(std::span<const float> scores, int kernel, PoolKind ki
 // budget tokens; budget >= n keeps everything (METHODS.md "Small cases").
 std::vector<int32_t> window_plus_top(std::span<const float> prefix_scores, int64_t n, int64_t window, int64_t budget);
 
+// Decode-time eviction of one token: fills `keep` with every index of `scores` except the
+// lowest-scored among the first `candidates` (ties: the higher index goes, as top-k keeps the
+// lower one). `keep` is reused, so a decode step allocates nothing once it has grown.
+void all_but_lowest(std::span<const float> scores, int64_t candidates, std::vector<int32_t>& keep);
+
 // 0, 1, ..., n-1.
 std::vector<int32_t> all_indices(int64_t n);
 

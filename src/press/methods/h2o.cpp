@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "press/methods.h"
+#include "press/select.h"
 #include "press/scorer_press.h"
 
 namespace kvslim {
@@ -106,13 +107,7 @@ class H2oPress final : public ScorerPress {
   void evict_lowest(PressContext& ctx, int layer, int kv_head) {
     group_mean(ctx, layer, kv_head, mean_);
     const int64_t n = int64_t(mean_.size());
-    const int64_t candidates = n - recent_count(n, ctx.budget());
-    int64_t victim = 0;
-    for (int64_t i = 1; i < candidates; ++i)
-      if (mean_[i] <= mean_[victim]) victim = i;
-    keep_.clear();
-    for (int64_t i = 0; i < n; ++i)
-      if (i != victim) keep_.push_back(int32_t(i));
+    all_but_lowest(mean_, n - recent_count(n, ctx.budget()), keep_);
     ctx.keep(layer, kv_head, keep_);
     compact(ctx, layer, kv_head, keep_);
   }

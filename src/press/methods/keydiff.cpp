@@ -11,6 +11,7 @@
 
 #include "press/methods.h"
 #include "press/scorer_press.h"
+#include "press/select.h"
 
 namespace kvslim {
 
@@ -104,13 +105,7 @@ class KeyDiffPress final : public ScorerPress {
   // lower one).
   void evict_lowest(PressContext& ctx, int layer, int kv_head) {
     score_into(ctx, layer, kv_head, scores_);
-    const int64_t n = int64_t(scores_.size());
-    int64_t victim = 0;
-    for (int64_t i = 1; i < n; ++i)
-      if (scores_[i] <= scores_[victim]) victim = i;
-    keep_.clear();
-    for (int64_t i = 0; i < n; ++i)
-      if (i != victim) keep_.push_back(int32_t(i));
+    all_but_lowest(scores_, int64_t(scores_.size()), keep_);
     ctx.keep(layer, kv_head, keep_);
   }
 
