@@ -471,7 +471,7 @@ TEST(KvCacheProbe, RowsSumToOneAndEqualTheReferenceProbabilities) {
 class FixedSelector final : public SparseSelector {
  public:
   bool select(int layer, const float* q, const PagedKvCache& cache,
-              std::vector<std::vector<int32_t>>& selected) override {
+              std::vector<std::vector<int32_t>>& selected, ThreadPool&) override {
     ++calls;
     if (!use) return false;
     for (int h = 0; h < cache.n_kv_heads(); ++h)

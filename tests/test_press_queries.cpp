@@ -486,7 +486,7 @@ TEST(PressDapq, BadOptionsAreRefused) {
 // Records each decode step's queries per layer; attention stays dense.
 class QueryRecorder final : public SparseSelector {
  public:
-  bool select(int layer, const float* q, const PagedKvCache& cache, std::vector<std::vector<int32_t>>&) override {
+  bool select(int layer, const float* q, const PagedKvCache& cache, std::vector<std::vector<int32_t>>&, ThreadPool&) override {
     queries.emplace_back(layer, std::vector<float>(q, q + size_t(cache.n_heads()) * cache.head_dim()));
     return false;
   }

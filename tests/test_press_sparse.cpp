@@ -96,7 +96,8 @@ std::vector<float> random_queries(const ModelConfig& c, std::mt19937& rng) {
 std::vector<std::vector<int32_t>> select(Press& press, PressContext& ctx, int layer, const std::vector<float>& q) {
   std::vector<std::vector<int32_t>> selected;
   SparseSelector* selector = press.sparse_selector();
-  if (!selector || !selector->select(layer, q.data(), ctx.cache(), selected)) return {};
+  static ThreadPool pool(2);  // heads are selected in parallel
+  if (!selector || !selector->select(layer, q.data(), ctx.cache(), selected, pool)) return {};
   return selected;
 }
 

@@ -72,7 +72,7 @@ void PagedKvCache::attend(int layer, const float* q, int n, float* out, ThreadPo
 
   bool sparse = false;
   if (n == 1 && selector_ != nullptr) {
-    sparse = selector_->select(layer, q, *this, selected_);
+    sparse = selector_->select(layer, q, *this, selected_, pool);
     if (sparse) {
       if (selected_.size() != size_t(n_kv_heads_))
         fail("sparse selector: {} index lists for {} KV heads", selected_.size(), n_kv_heads_);

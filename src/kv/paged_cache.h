@@ -33,9 +33,10 @@ class SparseSelector {
   virtual ~SparseSelector() = default;
   // q: the decode token's queries [n_heads][head_dim]. Fill selected[kv_head] with strictly
   // ascending cache indices (the newest token must be included by the selector if wanted).
-  // Return false to use dense attention for this layer.
+  // Return false to use dense attention for this layer. `pool` may be used to work on the KV
+  // heads in parallel.
   virtual bool select(int layer, const float* q, const class PagedKvCache& cache,
-                      std::vector<std::vector<int32_t>>& selected) = 0;
+                      std::vector<std::vector<int32_t>>& selected, ThreadPool& pool) = 0;
 };
 
 class PagedKvCache final : public KvCache {

@@ -10,33 +10,36 @@
 namespace kvslim {
 
 bool SparseAttentionPress::select(int layer, const float* q, const PagedKvCache& cache,
-                                  std::vector<std::vector<int32_t>>& selected) {
+                                  std::vector<std::vector<int32_t>>& selected, ThreadPool& pool) {
   const int n_kv = cache.n_kv_heads(), group = cache.n_heads() / n_kv, d = cache.head_dim();
   if (int(selected.size()) < n_kv) selected.resize(n_kv);
-  bool sparse = false;
-  for (int h = 0; h < n_kv; ++h) {
-    std::vector<int32_t>& out = selected[h];
-    out.clear();
-    if (select_head(layer, h, q + size_t(h) * group * d, cache, out)) {
-      sparse = true;
-    } else {
-      out.resize(cache.head(layer, h).size());
-      std::iota(out.begin(), out.end(), 0);
+  if (int(scratch_.size()) < n_kv) scratch_.resize(n_kv);
+  head_is_sparse_.assign(n_kv, 0);
+  pool.parallel_for_fn(n_kv, [&](int64_t begin, int64_t end) {
+    for (int64_t h = begin; h < end; ++h) {
+      std::vector<int32_t>& out = selected[h];
+      out.clear();
+      if (select_head(layer, int(h), q + size_t(h) * group * d, cache, out, scratch_[h])) {
+        head_is_sparse_[h] = 1;
+      } else {
+        out.resize(cache.head(layer, int(h)).size());
+        std::iota(out.begin(), out.end(), 0);
+      }
     }
-  }
-  return sparse;
+  });
+  return std::find(head_is_sparse_.begin(), head_is_sparse_.end(), 1) != head_is_sparse_.end();
 }
 
-void SparseAttentionPress::top_k_with_newest(std::span<float> scores, int64_t k, std::vector<int32_t>& out) {
+void top_k_with_newest(std::span<float> scores, int64_t k, std::vector<int32_t>& order, std::vector<int32_t>& out) {
   const int64_t n = int64_t(scores.size());
   k = std::min(k, n);
   scores[n - 1] = std::numeric_limits<float>::infinity();
-  order_.resize(n);
-  std::iota(order_.begin(), order_.end(), 0);
+  order.resize(n);
+  std::iota(order.begin(), order.end(), 0);
   auto better = [&](int32_t a, int32_t b) { return scores[a] > scores[b] || (scores[a] == scores[b] && a < b); };
-  std::nth_element(order_.begin(), order_.begin() + k, order_.end(), better);
-  std::sort(order_.begin(), order_.begin() + k);
-  out.assign(order_.begin(), order_.begin() + k);
+  std::nth_element(order.begin(), order.begin() + k, order.end(), better);
+  std::sort(order.begin(), order.begin() + k);
+  out.assign(order.begin(), order.begin() + k);
 }
 
 void top_channels(const float* q_group, int group, int head_dim, int r, std::vector<float>& magnitude,

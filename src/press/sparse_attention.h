@@ -12,29 +12,39 @@
 
 namespace kvslim {
 
+// Buffers one KV head's selection reuses at every decode step (no allocation once warm). Each
+// KV head has its own, so that heads are selected in parallel.
+struct SelectScratch {
+  std::vector<float> scores, logits, page_scores, magnitude;
+  std::vector<int32_t> channels, picked, order;  // picked: pages or slots chosen
+  std::vector<char> use_max;
+};
+
 class SparseAttentionPress : public Press, public SparseSelector {
  public:
   SparseSelector* sparse_selector() override { return this; }
 
-  // Asks select_head for every KV head of the layer; the layer attends densely (bit-identical
-  // to no compression) when no head needs a subset.
-  bool select(int layer, const float* q, const PagedKvCache& cache,
-              std::vector<std::vector<int32_t>>& selected) override;
+  // Asks select_head for every KV head of the layer, heads in parallel on `pool`; the layer
+  // attends densely (bit-identical to no compression) when no head needs a subset.
+  bool select(int layer, const float* q, const PagedKvCache& cache, std::vector<std::vector<int32_t>>& selected,
+              ThreadPool& pool) override;
 
  protected:
   // q_group: the queries [group][head_dim] of the query heads reading `kv_head`. Fills `out`
   // with strictly ascending cache indices and returns true, or returns false to read every
-  // token of the head.
+  // token of the head. Called concurrently for different KV heads: touch only that head's
+  // state and `scratch`.
   virtual bool select_head(int layer, int kv_head, const float* q_group, const PagedKvCache& cache,
-                           std::vector<int32_t>& out) = 0;
-
-  // The k best of `scores` (ties: lower index), always including the last index; ascending.
-  // Overwrites the last score. Reuses a member buffer: no allocation once warm.
-  void top_k_with_newest(std::span<float> scores, int64_t k, std::vector<int32_t>& out);
+                           std::vector<int32_t>& out, SelectScratch& scratch) = 0;
 
  private:
-  std::vector<int32_t> order_;
+  std::vector<SelectScratch> scratch_;  // [kv head]
+  std::vector<char> head_is_sparse_;    // [kv head], this step
 };
+
+// The k best of `scores` (ties: lower index), always including the last index; ascending in
+// `out`. Overwrites the last score; `order` is scratch.
+void top_k_with_newest(std::span<float> scores, int64_t k, std::vector<int32_t>& order, std::vector<int32_t>& out);
 
 // SparQ's channel choice (SparQ §3, step 1; RocketKV §3.4 step 2): the r channels of largest
 // Σ_group |q_i| over the group's queries [group][head_dim], ties to the lower channel, ascending.

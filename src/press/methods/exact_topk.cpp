@@ -20,27 +20,27 @@ class ExactTopKPress final : public SparseAttentionPress {
 
  protected:
   bool select_head(int layer, int kv_head, const float* q_group, const PagedKvCache& cache,
-                   std::vector<int32_t>& out) override {
+                   std::vector<int32_t>& out, SelectScratch& scratch) override {
     const HeadCache& head = cache.head(layer, kv_head);
     const int64_t n = head.size();
     if (n <= k_) return false;
     const int d = cache.head_dim(), group = cache.n_heads() / cache.n_kv_heads();
     const float scale = std::sqrt(float(d));
-    scores_.assign(n, 0.0f);
-    logits_.resize(n);
+    std::vector<float>&scores = scratch.scores, &logits = scratch.logits;
+    scores.assign(n, 0.0f);
+    logits.resize(n);
     for (int g = 0; g < group; ++g) {
       const float* q = q_group + size_t(g) * d;
-      for (int64_t j = 0; j < n; ++j) logits_[j] = dot(q, head.key(j), d) / scale;
-      add_softmax(logits_, 1.0f / float(group), scores_);
+      for (int64_t j = 0; j < n; ++j) logits[j] = dot(q, head.key(j), d) / scale;
+      add_softmax(logits, 1.0f / float(group), scores);
     }
-    top_k_with_newest(scores_, k_, out);
+    top_k_with_newest(scores, k_, scratch.order, out);
     return true;
   }
 
  private:
   int k_option_;
   int64_t k_ = 0;
-  std::vector<float> scores_, logits_;  // reused every step
 };
 
 }  // namespace

@@ -21,6 +21,7 @@
 #include "press/methods.h"
 #include "press/select.h"
 #include "press/snapkv_scores.h"
+#include "tensor/ops.h"
 
 namespace kvslim {
 
@@ -73,39 +74,42 @@ class LaqPress final : public Press, private SparseSelector {
  private:
   // One pseudo token's step in `layer`: each head attends to its draft tokens plus the pseudo
   // tokens (cache indices from n_prompt on, the newest included); each query head's exact
-  // attention over the whole cache is handed to the lookahead votes.
-  bool select(int layer, const float* q, const PagedKvCache& cache, std::vector<std::vector<int32_t>>& selected) override {
+  // attention over the whole cache is handed to the lookahead votes. KV heads in parallel.
+  bool select(int layer, const float* q, const PagedKvCache& cache, std::vector<std::vector<int32_t>>& selected,
+              ThreadPool& pool) override {
+    selected.resize(cache.n_kv_heads());
+    probs_.resize(cache.n_kv_heads());
+    pool.parallel_for_fn(cache.n_kv_heads(), [&](int64_t begin, int64_t end) {
+      for (int64_t h = begin; h < end; ++h) select_and_vote(layer, int(h), q, cache, selected[h], probs_[h]);
+    });
+    return true;
+  }
+
+  void select_and_vote(int layer, int h, const float* q, const PagedKvCache& cache, std::vector<int32_t>& sel,
+                       std::vector<float>& probs) {
     const int d = cache.head_dim();
     const float scale = 1.0f / std::sqrt(float(d));
-    selected.resize(cache.n_kv_heads());
-    for (int h = 0; h < cache.n_kv_heads(); ++h) {
-      const HeadCache& head = cache.head(layer, h);
-      const int64_t n = head.size();
-      std::vector<int32_t>& sel = selected[h];
-      sel = draft_[size_t(layer) * cache.n_kv_heads() + h];
-      for (int64_t i = n_prompt_; i < n; ++i) sel.push_back(int32_t(i));
-      probs_.resize(n);
-      for (int g = 0; g < group_; ++g) {
-        const int q_head = h * group_ + g;
-        const float* qh = q + size_t(q_head) * d;
-        float top = -INFINITY;
-        for (int64_t j = 0; j < n; ++j) {
-          const float* k = head.key(j);
-          float dot = 0;
-          for (int c = 0; c < d; ++c) dot += qh[c] * k[c];
-          probs_[j] = dot * scale;
-          top = std::max(top, probs_[j]);
-        }
-        double sum = 0;
-        for (float& p : probs_) {
-          p = std::exp(p - top);
-          sum += p;
-        }
-        for (float& p : probs_) p = float(p / sum);
-        lookahead_votes_.on_row(layer, q_head, head.position(n - 1), probs_.data(), n);
+    const HeadCache& head = cache.head(layer, h);
+    const int64_t n = head.size();
+    sel = draft_[size_t(layer) * cache.n_kv_heads() + h];
+    for (int64_t i = n_prompt_; i < n; ++i) sel.push_back(int32_t(i));
+    probs.resize(n);
+    for (int g = 0; g < group_; ++g) {
+      const int q_head = h * group_ + g;
+      const float* qh = q + size_t(q_head) * d;
+      float top = -INFINITY;
+      for (int64_t j = 0; j < n; ++j) {
+        probs[j] = dot(qh, head.key(j), d) * scale;
+        top = std::max(top, probs[j]);
       }
+      double sum = 0;
+      for (float& p : probs) {
+        p = std::exp(p - top);
+        sum += p;
+      }
+      for (float& p : probs) p = float(p / sum);
+      lookahead_votes_.on_row(layer, q_head, head.position(n - 1), probs.data(), n);
     }
-    return true;
   }
 
   SnapKvSettings settings_;
@@ -115,7 +119,7 @@ class LaqPress final : public Press, private SparseSelector {
   int group_ = 1;
   AttentionAccumulator lookahead_votes_;  // the pseudo response's queries (stage 3)
   std::vector<std::vector<int32_t>> draft_;  // [layer][kv head] SnapKV's kept indices
-  std::vector<float> probs_;                 // one attention row, reused
+  std::vector<std::vector<float>> probs_;    // [kv head] one attention row, reused
 };
 
 // SnapKV's window, kernel and pooling (the draft selection; kernel and pooling also pool the

@@ -34,19 +34,21 @@ class QuestPress final : public SparseAttentionPress {
 
  protected:
   bool select_head(int layer, int kv_head, const float* q_group, const PagedKvCache& cache,
-                   std::vector<int32_t>& out) override {
+                   std::vector<int32_t>& out, SelectScratch& scratch) override {
     const HeadCache& head = cache.head(layer, kv_head);
     const int64_t n = head.size();
     if (n <= budget_) return false;
     const int d = cache.head_dim(), group = cache.n_heads() / cache.n_kv_heads();
     PageBounds& bounds = bounds_[size_t(layer) * cache.n_kv_heads() + kv_head];
     bounds.sync(head);
-    page_scores_.assign(bounds.n_pages(), 0.0f);
+    std::vector<float>& page_scores = scratch.page_scores;
+    page_scores.assign(bounds.n_pages(), 0.0f);
     for (int64_t p = 0; p < bounds.n_pages(); ++p)
       for (int g = 0; g < group; ++g)
-        page_scores_[p] += page_logit_bound(q_group + size_t(g) * d, bounds.min(p), bounds.max(p), d);
-    top_k_with_newest(page_scores_, n_pages_, pages_);
-    for (int32_t p : pages_) {
+        page_scores[p] += page_logit_bound(q_group + size_t(g) * d, bounds.min(p), bounds.max(p), d);
+    std::vector<int32_t>& pages = scratch.picked;
+    top_k_with_newest(page_scores, n_pages_, scratch.order, pages);
+    for (int32_t p : pages) {
       const int64_t begin = int64_t(p) * page_, end = std::min(n, begin + page_);
       for (int64_t i = begin; i < end; ++i) out.push_back(int32_t(i));
     }
@@ -57,8 +59,6 @@ class QuestPress final : public SparseAttentionPress {
   int page_;
   int64_t budget_ = 0, n_pages_ = 0;
   std::vector<PageBounds> bounds_;  // [layer][kv head]
-  std::vector<float> page_scores_;  // reused every step
-  std::vector<int32_t> pages_;
 };
 
 }  // namespace

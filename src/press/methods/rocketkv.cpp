@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <numeric>
 
 #include "press/attention_accumulator.h"
 #include "press/methods.h"
@@ -124,7 +125,7 @@ class RocketKvPress final : public SparseAttentionPress {
  protected:
   // Stage 2 over the view (the whole cache, or RocketKV-MT's working set plus later tokens).
   bool select_head(int layer, int kv_head, const float* q_group, const PagedKvCache& cache,
-                   std::vector<int32_t>& out) override {
+                   std::vector<int32_t>& out, SelectScratch& scratch) override {
     const size_t lh = size_t(layer) * cache.n_kv_heads() + kv_head;
     const HeadCache& head = cache.head(layer, kv_head);
     const TokenView view{working_set_[lh], tail_from_[lh]};
@@ -137,37 +138,73 @@ class RocketKvPress final : public SparseAttentionPress {
     const int d = cache.head_dim(), group = cache.n_heads() / cache.n_kv_heads();
     PageBounds& bounds = bounds_[lh];
     bounds.sync(head, view);
-    top_channels(q_group, group, d, plan_.channels, magnitude_, channels_);
-    use_max_.resize(channels_.size());
-    for (size_t i = 0; i < channels_.size(); ++i) {
+    const std::vector<int32_t>& channels = scratch.channels;
+    top_channels(q_group, group, d, plan_.channels, scratch.magnitude, scratch.channels);
+    std::vector<char>& use_max = scratch.use_max;
+    use_max.resize(channels.size());
+    for (size_t i = 0; i < channels.size(); ++i) {
       float sum = 0.0f;
-      for (int g = 0; g < group; ++g) sum += q_group[size_t(g) * d + channels_[i]];
-      use_max_[i] = sum > 0.0f;
+      for (int g = 0; g < group; ++g) sum += q_group[size_t(g) * d + channels[i]];
+      use_max[i] = sum > 0.0f;
     }
-    scores_.assign(n, 0.0f);
-    logits_.resize(n);
-    page_logits_.resize(bounds.n_pages());
+    // Every token of a page has the page's logit, so the softmax over tokens is computed per
+    // page (a page of c tokens adds c terms to the normaliser): O(pages) work, not O(tokens).
+    const int64_t n_pages = bounds.n_pages();
+    std::vector<float>&page_probs = scratch.page_scores, &logits = scratch.logits;
+    page_probs.assign(n_pages, 0.0f);
+    logits.resize(n_pages);
     for (int g = 0; g < group; ++g) {
       const float* q = q_group + size_t(g) * d;
-      const float scale = sparq_scale(q, channels_, d);
-      for (int64_t p = 0; p < bounds.n_pages(); ++p) {
+      const float scale = sparq_scale(q, channels, d);
+      float most = -std::numeric_limits<float>::infinity();
+      for (int64_t p = 0; p < n_pages; ++p) {
         const float *lo = bounds.min(p), *hi = bounds.max(p);
         float logit = 0.0f;
-        for (size_t i = 0; i < channels_.size(); ++i) {
-          const int32_t c = channels_[i];
-          logit += q[c] * (use_max_[i] ? hi[c] : lo[c]);
+        for (size_t i = 0; i < channels.size(); ++i) {
+          const int32_t c = channels[i];
+          logit += q[c] * (use_max[i] ? hi[c] : lo[c]);
         }
-        page_logits_[p] = logit / scale;
+        logits[p] = logit / scale;
+        most = std::max(most, logits[p]);
       }
-      for (int64_t s = 0; s < n; ++s) logits_[s] = page_logits_[s / plan_.page];
-      add_softmax(logits_, 1.0f / float(group), scores_);
+      double norm = 0.0;
+      for (int64_t p = 0; p < n_pages; ++p) {
+        logits[p] = std::exp(logits[p] - most);
+        norm += double(logits[p]) * double(page_size(p, n));
+      }
+      const float weight = float(1.0 / (double(group) * norm));
+      for (int64_t p = 0; p < n_pages; ++p) page_probs[p] += weight * logits[p];
     }
-    top_k_with_newest(scores_, plan_.top_k, slots_);
-    for (int32_t s : slots_) out.push_back(int32_t(view.index(s)));
+    top_k_slots(page_probs, n, scratch.order, scratch.picked);
+    for (int32_t s : scratch.picked) out.push_back(int32_t(view.index(s)));
     return true;
   }
 
  private:
+  // Tokens of page p among the view's n slots (the last page may be partial).
+  int64_t page_size(int64_t p, int64_t n) const { return std::min<int64_t>(plan_.page, n - p * plan_.page); }
+
+  // The top_k slots by their page's probability (ties: lower slot), the newest slot always one
+  // of them; ascending. Whole pages are taken best first, the last one from its lowest slots.
+  void top_k_slots(const std::vector<float>& page_probs, int64_t n, std::vector<int32_t>& order,
+                   std::vector<int32_t>& slots) const {
+    order.resize(page_probs.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int32_t a, int32_t b) { return page_probs[a] > page_probs[b]; });
+    slots.assign(1, int32_t(n - 1));
+    int64_t wanted = std::min(plan_.top_k, n) - 1;
+    for (size_t i = 0; i < order.size() && wanted > 0; ++i) {
+      const int64_t first = int64_t(order[i]) * plan_.page, end = first + page_size(order[i], n);
+      for (int64_t s = first; s < end && wanted > 0; ++s)
+        if (s != n - 1) {
+          slots.push_back(int32_t(s));
+          --wanted;
+        }
+    }
+    std::sort(slots.begin(), slots.end());
+  }
+
   RocketKvSettings s_;
   bool active_ = false;
   RocketKvPlan plan_;
@@ -175,10 +212,6 @@ class RocketKvPress final : public SparseAttentionPress {
   std::vector<std::vector<int32_t>> working_set_;  // [layer][kv head]: RocketKV-MT's stage-1 selection
   std::vector<int64_t> tail_from_;                 // [layer][kv head]: first cache index after it
   std::vector<PageBounds> bounds_;                 // [layer][kv head]
-  // Reused every decode step.
-  std::vector<float> magnitude_, scores_, logits_, page_logits_;
-  std::vector<int32_t> channels_, slots_;
-  std::vector<char> use_max_;
 };
 
 int odd_kernel(const PressOptions& o, const std::string& key) {

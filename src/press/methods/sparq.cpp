@@ -25,26 +25,28 @@ class SparqPress final : public SparseAttentionPress {
 
  protected:
   bool select_head(int layer, int kv_head, const float* q_group, const PagedKvCache& cache,
-                   std::vector<int32_t>& out) override {
+                   std::vector<int32_t>& out, SelectScratch& scratch) override {
     const HeadCache& head = cache.head(layer, kv_head);
     const int64_t n = head.size();
     if (n <= k_) return false;
     const int d = cache.head_dim(), group = cache.n_heads() / cache.n_kv_heads();
-    top_channels(q_group, group, d, r_, magnitude_, channels_);
-    scores_.assign(n, 0.0f);
-    logits_.resize(n);
+    const std::vector<int32_t>& channels = scratch.channels;
+    top_channels(q_group, group, d, r_, scratch.magnitude, scratch.channels);
+    std::vector<float>&scores = scratch.scores, &logits = scratch.logits;
+    scores.assign(n, 0.0f);
+    logits.resize(n);
     for (int g = 0; g < group; ++g) {
       const float* q = q_group + size_t(g) * d;
-      const float scale = sparq_scale(q, channels_, d);
+      const float scale = sparq_scale(q, channels, d);
       for (int64_t j = 0; j < n; ++j) {
         const float* key = head.key(j);
         float logit = 0.0f;
-        for (int32_t c : channels_) logit += q[c] * key[c];
-        logits_[j] = logit / scale;
+        for (int32_t c : channels) logit += q[c] * key[c];
+        logits[j] = logit / scale;
       }
-      add_softmax(logits_, 1.0f / float(group), scores_);
+      add_softmax(logits, 1.0f / float(group), scores);
     }
-    top_k_with_newest(scores_, k_, out);
+    top_k_with_newest(scores, k_, scratch.order, out);
     return true;
   }
 
@@ -52,8 +54,6 @@ class SparqPress final : public SparseAttentionPress {
   int r_option_, k_option_;
   int r_ = 0;
   int64_t k_ = 0;
-  std::vector<float> magnitude_, scores_, logits_;  // reused every step
-  std::vector<int32_t> channels_;
 };
 
 }  // namespace
