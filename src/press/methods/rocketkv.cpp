@@ -190,8 +190,9 @@ class RocketKvPress final : public SparseAttentionPress {
                    std::vector<int32_t>& slots) const {
     order.resize(page_probs.size());
     std::iota(order.begin(), order.end(), 0);
-    std::stable_sort(order.begin(), order.end(),
-                     [&](int32_t a, int32_t b) { return page_probs[a] > page_probs[b]; });
+    std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
+      return page_probs[a] > page_probs[b] || (page_probs[a] == page_probs[b] && a < b);
+    });
     slots.assign(1, int32_t(n - 1));
     int64_t wanted = std::min(plan_.top_k, n) - 1;
     for (size_t i = 0; i < order.size() && wanted > 0; ++i) {
