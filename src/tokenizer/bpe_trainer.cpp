@@ -119,8 +119,8 @@ class Merger {
 
   void merge(int32_t left, int32_t right) {
     merges_.push_back(tokens_[left] + " " + tokens_[right]);
-    // Merge results only join mergeable tokens, so they are mergeable too. A result may spell
-    // an existing token (e.g. "ab"+"c" after "a"+"bc"); it then reuses that id.
+    // Merge results only join mergeable tokens, so they are mergeable too. Should two merges
+    // ever spell the same string, the token keeps its first id (as in Hugging Face's trainer).
     const int32_t merged = add_token(tokens_[left] + tokens_[right], true);
 
     const uint64_t key = pair_key(left, right);
