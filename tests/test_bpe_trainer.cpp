@@ -150,7 +150,9 @@ TEST(BpeTrainer, DigitsNeverMergeUnlessAllowed) {
   const std::string numbers = "1234567 40219 40219 40219 12 12 12 x1 x1 a1b a2b 2024-11-22 " + kMixedCorpus;
   for (const char* pre : {"gpt-2", "qwen2"}) {
     const TrainedVocab vocab = train({numbers, numbers}, with_vocab(330, pre));
-    for (size_t id = 256; id < vocab.tokens.size(); ++id) EXPECT_FALSE(has_digit(vocab.tokens[id])) << pre << ": " << vocab.tokens[id];
+    for (size_t id = 256; id < vocab.tokens.size(); ++id) {
+      EXPECT_FALSE(has_digit(vocab.tokens[id])) << pre << ": " << vocab.tokens[id];
+    }
     const Tokenizer tokenizer = load(vocab, std::string("digits-") + pre + ".gguf");
     const std::vector<int32_t> ids = tokenizer.encode("40219", false, false);
     EXPECT_EQ(ids, (std::vector<int32_t>{'4', '0', '2', '1', '9'})) << pre;

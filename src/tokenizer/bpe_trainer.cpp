@@ -183,8 +183,8 @@ class Merger {
   std::vector<bool> mergeable_;  // false: an ASCII digit while digit merges are off
   std::vector<std::string> merges_;
   std::vector<Word> words_;
-  std::unordered_map<uint64_t, int64_t> counts_;                // mergeable pairs that occur
-  std::unordered_map<uint64_t, std::vector<uint32_t>> where_;   // pair -> words (may repeat or be stale)
+  std::unordered_map<uint64_t, int64_t> counts_;               // mergeable pairs that occur
+  std::unordered_map<uint64_t, std::vector<uint32_t>> where_;  // pair -> words (may repeat or be stale)
   std::vector<Entry> heap_;
   std::vector<std::pair<uint64_t, int64_t>> changes_;  // one merge's pair count changes (reused)
 };
@@ -218,9 +218,10 @@ TrainedVocab BpeTrainer::train() const {
   const int32_t target = options_.vocab_size - kSpecialTokens;
   while (merger.n_tokens() < target) {
     if (!merger.merge_best()) {
-      fail("the training text has no pair left to merge after {} merges: it supports at most {} tokens, not {}; "
-           "give more text or a smaller vocabulary",
-           merger.merges().size(), merger.n_tokens() + kSpecialTokens, options_.vocab_size);
+      fail(
+          "the training text has no pair left to merge after {} merges: it supports at most {} tokens, not {}; "
+          "give more text or a smaller vocabulary",
+          merger.merges().size(), merger.n_tokens() + kSpecialTokens, options_.vocab_size);
     }
   }
 
