@@ -66,8 +66,9 @@ LongBenchSample parse_sample(const std::string& line) {
     throw LineError{fmt::format("'all_classes' is needed to score {}", sample.dataset)};
   }
   if (metric == LongBenchMetric::Retrieval) {
+    static const std::regex paragraph("Paragraph \\d+");
     for (const std::string& answer : sample.answers) {
-      if (!std::regex_search(answer, std::regex("Paragraph \\d+"))) {
+      if (!std::regex_search(answer, paragraph)) {
         throw LineError{fmt::format("answer '{}' names no paragraph (expected \"Paragraph N\")", answer)};
       }
     }
