@@ -12,5 +12,8 @@ void add_init_model_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
 void add_presses_command(CLI::App& app);
 void add_inspect_command(CLI::App& app);
+void add_eval_command(CLI::App& app);
+void add_eval_merge_command(CLI::App& app);
+void add_plot_command(CLI::App& app);
 
 }  // namespace kvslim::cli

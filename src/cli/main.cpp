@@ -17,6 +17,9 @@ int main(int argc, char** argv) {
   kvslim::cli::add_bench_command(app);
   kvslim::cli::add_presses_command(app);
   kvslim::cli::add_inspect_command(app);
+  kvslim::cli::add_eval_command(app);
+  kvslim::cli::add_eval_merge_command(app);
+  kvslim::cli::add_plot_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
