@@ -148,6 +148,29 @@ TEST(CliEval, MalformedResultsLineIsReportedWithItsNumber) {
   expect_clean_error(run("plot " + dir), "samples.jsonl line 1");
 }
 
+TEST(CliEval, LongBenchFileRunsPastAMalformedLine) {
+  const std::string out = fresh_dir("cli-longbench");
+  std::filesystem::create_directories(out);
+  const std::string data = out + "/data.jsonl";
+  std::ofstream(data) << R"({"dataset": "hotpotqa", "context": "Paris is in France. )" << std::string(300, 'x')
+                      << R"(", "input": "Where is Paris?", "answers": ["France"], "length": 5000, "all_classes": null})" << "\n"
+                      << "{broken\n"
+                      << R"({"dataset": "trec", "context": "a b c", "input": "Type?", "answers": ["LOC"], "length": 3,)"
+                      << R"( "all_classes": ["LOC", "HUM"]})" << "\n";
+  const CommandResult r = run("eval -m " + tiny_model() + " --methods full,knorm --budgets 16 --data " + data +
+                              " --threads 2 --out " + out + "/results");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("line 2"), std::string::npos) << r.err;
+  const auto summary = lines_of(out + "/results/summary.csv");
+  ASSERT_EQ(summary.size(), 5u);
+  EXPECT_EQ(summary[1].rfind("full,0,hotpotqa,4000,1,", 0), 0u) << summary[1];
+  EXPECT_EQ(summary[3].rfind("full,0,trec,0,1,", 0), 0u) << summary[3];
+  expect_clean_error(run("eval -m " + tiny_model() + " --methods full --data " + data + " --tasks vt --out " + out + "/x"),
+                     "--data replaces");
+  expect_clean_error(run("eval -m " + tiny_model() + " --methods full --data " + out + "/absent.jsonl --out " + out + "/x"),
+                     "absent.jsonl");
+}
+
 TEST(CliEval, SubcommandsHaveHelp) {
   for (const char* sub : {"eval", "eval-merge", "plot"}) {
     const CommandResult r = run(std::string(sub) + " --help");

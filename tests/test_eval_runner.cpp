@@ -306,6 +306,34 @@ TEST(EvalSweep, UnwritableOutputFailsBeforeAnyRun) {
   EXPECT_EQ(runs, 0);
 }
 
+TEST(EvalLongBench, SamplesKeepTheirLineDatasetAndLengthBucket) {
+  std::vector<LongBenchSample> samples(3);
+  const int64_t words[] = {3999, 4000, 9000};
+  for (int i = 0; i < 3; ++i) {
+    samples[i].dataset = i == 2 ? "trec" : "hotpotqa";
+    samples[i].context = "Paris is in France.";
+    samples[i].input = "Where is Paris?";
+    samples[i].answers = {"France"};
+    samples[i].length = words[i];
+    samples[i].line = 2 * i + 1;  // lines 2, 4 were malformed
+  }
+  samples[2].all_classes = {"France", "Spain"};
+  const SampleSource source = longbench_source(samples);
+  ASSERT_EQ(source.samples.size(), 3u);
+  EXPECT_EQ(source.samples[0].label, "hotpotqa");
+  EXPECT_EQ(source.samples[0].seed, 1u);
+  EXPECT_EQ(source.samples[2].seed, 5u);
+  EXPECT_EQ(source.samples[0].length, 0);
+  EXPECT_EQ(source.samples[1].length, 4000);
+  EXPECT_EQ(source.samples[2].length, 8000);
+  const TaskSample t = source.make(source.samples[2]);
+  EXPECT_EQ(t.context + t.question, "Paris is in France.\n\nWhere is Paris?\nAnswer:");
+  EXPECT_EQ(t.max_new_tokens, 64);  // trec's
+  EXPECT_EQ(source.score(t, " France").score, 1.0);
+  EXPECT_EQ(source.score(source.make(source.samples[0]), "Spain").score, 0.0);
+  expect_error([] { longbench_source({}); }, "no sample");
+}
+
 TEST(EvalSweep, MergeRefusesAMissingInput) {
   expect_error([] { merge_directories(testing::temp_path("merge-out"), {testing::temp_path("no-such-dir")}); },
                "no samples.jsonl");

@@ -1,8 +1,10 @@
 // kvslim eval: sweep methods x budgets over generated tasks x lengths (x NIAH depths) x samples,
-// with greedy generation under a protocol, scores and intrinsic metrics; resumable and shardable.
+// or over the samples of a LongBench file, with greedy generation under a protocol, scores and
+// intrinsic metrics; resumable and shardable.
 #include <fmt/format.h>
 
 #include <cstdio>
+#include <optional>
 
 #include "cli/commands.h"
 #include "cli/progress.h"
@@ -24,6 +26,7 @@ struct EvalOptions {
   std::vector<std::string> metrics{"score"};
   std::string out = "eval-out";
   std::string shard = "0/1";
+  std::string data;
   int response_tokens = 32;
   std::string continuation;
   int threads = 0;
@@ -50,7 +53,16 @@ void run_eval(const EvalOptions& opt) {
   intrinsic.kl = metrics.kl;
   intrinsic.response_tokens = opt.response_tokens;
   const eval::TaskCatalog catalog = eval::generated_tasks();
-  eval::expand_grid(opt.grid, catalog.find);
+  std::optional<eval::SampleSource> longbench;
+  if (opt.data.empty()) {
+    eval::expand_grid(opt.grid, catalog.find);
+  } else {
+    if (!opt.grid.tasks.empty() || !opt.grid.lengths.empty() || !opt.grid.depths.empty())
+      fail("--data replaces --tasks, --lengths and --depths: give one or the other");
+    eval::LongBenchData data = eval::read_longbench_file(opt.data);
+    for (const std::string& error : data.errors) fmt::print(stderr, "warning: {} {} (skipped)\n", opt.data, error);
+    longbench = eval::longbench_source(std::move(data.samples));
+  }
 
   const auto model = Model::load(opt.model);
   if (!opt.continuation.empty()) {
@@ -58,7 +70,7 @@ void run_eval(const EvalOptions& opt) {
     if (intrinsic.continuation.empty()) fail("--continuation '{}' has no tokens", opt.continuation);
   }
   ThreadPool pool(opt.threads);
-  const eval::SampleSource source = eval::generated_source(opt.grid, catalog, model->tokenizer());
+  const eval::SampleSource source = longbench ? *longbench : eval::generated_source(opt.grid, catalog, model->tokenizer());
   Progress progress;
   const eval::SweepOutcome outcome = eval::run_sweep(*model, pool, source, sweep, std::ref(progress));
   progress.finish();
@@ -75,8 +87,9 @@ void add_eval_command(CLI::App& app) {
   cmd->add_option("-m,--model", opt->model, "GGUF model")->required();
   cmd->add_option("--methods", opt->methods, "methods, comma-separated; options as NAME:key=value,key=value")->required();
   cmd->add_option("--budgets", opt->budgets, "budgets in tokens per layer and KV head (full ignores them)")->delimiter(',');
-  cmd->add_option("--tasks", opt->grid.tasks, "tasks (see the README), comma-separated")->delimiter(',')->required();
-  cmd->add_option("--lengths", opt->grid.lengths, "prompt lengths in tokens, comma-separated")->delimiter(',')->required();
+  cmd->add_option("--tasks", opt->grid.tasks, "generated tasks (see the README), comma-separated")->delimiter(',');
+  cmd->add_option("--lengths", opt->grid.lengths, "prompt lengths in tokens, comma-separated")->delimiter(',');
+  cmd->add_option("--data", opt->data, "LongBench-format JSONL to run instead of generated tasks");
   cmd->add_option("--samples", opt->grid.samples, "samples per task, length and depth")->capture_default_str();
   cmd->add_option("--seed", opt->grid.seed, "sample i uses seed S+i")->capture_default_str();
   cmd->add_option("--depths", opt->grid.depths, "needle depths in [0, 1]: single-needle tasks run once per depth (NIAH grid)")
