@@ -13,5 +13,8 @@ void add_bench_command(CLI::App& app);
 void add_presses_command(CLI::App& app);
 void add_inspect_command(CLI::App& app);
 void add_train_tokenizer_command(CLI::App& app);
+void add_eval_command(CLI::App& app);
+void add_eval_merge_command(CLI::App& app);
+void add_plot_command(CLI::App& app);
 
 }  // namespace kvslim::cli

@@ -18,6 +18,9 @@ int main(int argc, char** argv) {
   kvslim::cli::add_presses_command(app);
   kvslim::cli::add_inspect_command(app);
   kvslim::cli::add_train_tokenizer_command(app);
+  kvslim::cli::add_eval_command(app);
+  kvslim::cli::add_eval_merge_command(app);
+  kvslim::cli::add_plot_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

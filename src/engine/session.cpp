@@ -70,6 +70,24 @@ void Session::timed(void (Press::*hook)(PressContext&)) {
   score_ms_ += ms_since(start);
 }
 
+const float* Session::run_blocks(const std::vector<int32_t>& tokens, bool block_hooks) {
+  const float* logits = nullptr;
+  for (size_t start = 0; start < tokens.size(); start += forward_.max_block()) {
+    const int n = int(std::min<size_t>(forward_.max_block(), tokens.size() - start));
+    logits = forward_.run(tokens.data() + start, n, n_past_, cache_, pool_);
+    n_past_ += n;
+    if (block_hooks) timed(&Press::after_prefill_block);
+  }
+  // Appended rows and pseudo responses reuse the forward buffers: keep the prompt's logits.
+  last_logits_.assign(logits, logits + model_.config().n_vocab);
+  return last_logits_.data();
+}
+
+void Session::install_decode_observers() {
+  cache_.set_probe(press_ ? press_->decode_probe() : nullptr);
+  cache_.set_sparse_selector(press_ ? press_->sparse_selector() : nullptr);
+}
+
 const float* Session::prefill(const std::vector<int32_t>& tokens) {
   if (tokens.empty()) fail("cannot prefill an empty prompt");
   prompt_ = tokens;
@@ -77,21 +95,23 @@ const float* Session::prefill(const std::vector<int32_t>& tokens) {
     press_->begin(*this);
     cache_.set_probe(press_->prefill_probe());
   }
-  const float* logits = nullptr;
-  for (size_t start = 0; start < tokens.size(); start += forward_.max_block()) {
-    const int n = int(std::min<size_t>(forward_.max_block(), tokens.size() - start));
-    logits = forward_.run(tokens.data() + start, n, n_past_, cache_, pool_);
-    n_past_ += n;
-    if (press_) timed(&Press::after_prefill_block);
-  }
-  // Appended rows and pseudo responses reuse the forward buffers: keep the prompt's logits.
-  last_logits_.assign(logits, logits + model_.config().n_vocab);
+  run_blocks(tokens, press_ != nullptr);
   if (press_) {
     cache_.set_probe(nullptr);
     timed(&Press::end_prefill);
-    cache_.set_probe(press_->decode_probe());
-    cache_.set_sparse_selector(press_->sparse_selector());
   }
+  install_decode_observers();
+  reserve_decode_pages();
+  return last_logits_.data();
+}
+
+const float* Session::extend(const std::vector<int32_t>& tokens) {
+  if (prompt_.empty()) fail("extend needs a prefilled prompt");
+  if (tokens.empty()) fail("cannot extend with no tokens");
+  cache_.set_probe(nullptr);
+  cache_.set_sparse_selector(nullptr);
+  run_blocks(tokens, false);
+  install_decode_observers();
   reserve_decode_pages();
   return last_logits_.data();
 }
@@ -187,6 +207,10 @@ void validate_request(const Model& model, const EngineOptions& options, const Ge
   request.compression.validate();
   if (request.n_predict < 0) fail("-n must be >= 0 (got {})", request.n_predict);
   validate_prompt(model, options, request.prompt);
+  if (request.appended.empty()) return;
+  std::vector<int32_t> whole = request.prompt;
+  whole.insert(whole.end(), request.appended.begin(), request.appended.end());
+  validate_prompt(model, options, whole);
 }
 
 }  // namespace
@@ -199,7 +223,8 @@ GenerateResult generate(const Model& model, ThreadPool& pool, const EngineOption
   if (compression.budget) press->check_budget(*compression.budget);
   const int64_t n_prompt = int64_t(request.prompt.size());
   const int64_t budget = compression.resolve_budget(n_prompt);
-  const int64_t capacity = std::min<int64_t>(options.context, n_prompt + request.n_predict);
+  const int64_t n_appended = int64_t(request.appended.size());
+  const int64_t capacity = std::min<int64_t>(options.context, n_prompt + n_appended + request.n_predict);
   Session session(model, pool, options, capacity, press.get(), budget, request.n_predict, request.sampling.seed);
   Sampler sampler(request.sampling, model.config().n_vocab);
   const Tokenizer& tokenizer = model.tokenizer();
@@ -209,14 +234,17 @@ GenerateResult generate(const Model& model, ThreadPool& pool, const EngineOption
   result.budget = budget == INT64_MAX ? 0 : budget;
   result.stop_reason = "length";
   std::vector<int32_t> history = request.prompt;
-  history.reserve(request.prompt.size() + request.n_predict);
+  history.insert(history.end(), request.appended.begin(), request.appended.end());
+  history.reserve(history.size() + request.n_predict);
 
   auto start = Clock::now();
   const float* logits = session.prefill(request.prompt);
-  result.prefill_ms = ms_since(start);
-  result.score_ms = session.score_ms();
   const PagedKvCache& kv = session.kv();
   result.kept_tokens = double(kv.total_tokens()) / (kv.n_layers() * kv.n_kv_heads());
+  if (!request.appended.empty()) logits = session.extend(request.appended);
+  result.prefill_ms = ms_since(start);
+  result.score_ms = session.score_ms();
+  result.kv_bytes_prefill = kv.bytes_in_use();
 
   start = Clock::now();
   for (int i = 0; i < request.n_predict; ++i) {

@@ -45,8 +45,15 @@ class Session final : private PressContext {
   // Prefills the prompt in blocks of options.batch with the press's hooks; returns the prompt's
   // last logits (valid until the next decode).
   const float* prefill(const std::vector<int32_t>& tokens);
+  // Feeds more prompt tokens after prefill, uncompressed: the query-agnostic protocol's
+  // question, appended once the context is compressed. The press sees none of them (no hooks,
+  // probes or sparse selection run); its decode hooks run as usual afterwards, and decode
+  // continues after them. Returns the last token's logits (valid until the next decode).
+  const float* extend(const std::vector<int32_t>& tokens);
   // Feeds one token at the next position; returns its logits.
   const float* decode(int32_t token);
+  // Every later forward pass hands each layer's attention output to `hook` (see Forward).
+  void set_attention_output_hook(Forward::AttentionOutputHook hook) { forward_.set_attention_output_hook(std::move(hook)); }
 
   int64_t n_past() const override { return n_past_; }
   const PagedKvCache& kv() const { return cache_; }
@@ -70,6 +77,11 @@ class Session final : private PressContext {
   void keep(int layer, int kv_head, std::span<const int32_t> indices) override;
   void record_scores(int layer, int kv_head, std::span<const float> scores) override;
 
+  // Runs `tokens` in blocks at the next positions, calling the press's after_prefill_block
+  // hook after each block when `block_hooks`; keeps and returns the last token's logits.
+  const float* run_blocks(const std::vector<int32_t>& tokens, bool block_hooks);
+  // Installs the press's decode-time probe and sparse selector (none without a press).
+  void install_decode_observers();
   // Runs a press hook, adding its time to score_ms.
   void timed(void (Press::*hook)(PressContext&));
   // Runs `work` (which appends rows) with the capacity raised by `extra_tokens`, then drops
@@ -99,6 +111,7 @@ class Session final : private PressContext {
 
 struct GenerateRequest {
   std::vector<int32_t> prompt;
+  std::vector<int32_t> appended;  // fed uncompressed after the prompt (Session::extend); may be empty
   int n_predict = 128;
   SamplerParams sampling;
   CompressionOptions compression;
@@ -108,12 +121,13 @@ struct GenerateResult {
   std::vector<int32_t> tokens;  // generated ids (the end-of-generation token excluded)
   std::string text;
   std::string stop_reason;      // "eos", "length" (n_predict reached) or "context" (context full)
-  int n_prompt = 0;
+  int n_prompt = 0;              // compressed prompt tokens (the appended ones excluded)
   int decode_steps = 0;         // forward passes of one token (the last sampled token needs none)
   int64_t budget = 0;           // resolved budget (0: none)
-  double prefill_ms = 0, score_ms = 0, decode_ms = 0;
+  double prefill_ms = 0, score_ms = 0, decode_ms = 0;  // prefill_ms includes the appended tokens
   double kept_tokens = 0;       // mean tokens per (layer, KV head) after prefill
   uint64_t kv_bytes_peak = 0, kv_bytes_final = 0;
+  uint64_t kv_bytes_prefill = 0;  // KV bytes in use once the prompt (and the appended tokens) is cached
 };
 
 // Throws kvslim::Error for an empty prompt, one longer than the context or an id outside the
@@ -121,7 +135,8 @@ struct GenerateResult {
 void validate_prompt(const Model& model, const EngineOptions& options, const std::vector<int32_t>& prompt);
 
 // Validates the request (empty prompt, prompt longer than the context, ids outside the
-// vocabulary, method and budget), prefills, then samples until EOS, n_predict or a full context.
+// vocabulary, method and budget), prefills (then extends with the appended tokens), then
+// samples until EOS, n_predict or a full context.
 // `on_piece` receives each generated token's text as soon as it is sampled.
 GenerateResult generate(const Model& model, ThreadPool& pool, const EngineOptions& options,
                         const GenerateRequest& request, const std::function<void(const std::string&)>& on_piece = {});

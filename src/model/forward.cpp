@@ -91,6 +91,7 @@ void Forward::attention_block(int layer, int n, int64_t pos0, KvCache& cache, Th
   }
   cache.append(layer, k_.data(), v_.data(), n, positions_.data());
   cache.attend(layer, q_.data(), n, attn_.data(), pool);
+  if (attention_output_hook_) attention_output_hook_(layer, attn_.data(), n);
   linear(w.wo, attn_.data(), n, xn_.data(), pool);
   add_inplace(x_.data(), xn_.data(), int64_t(n) * c.dim);
 }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "kv/kv_cache.h"
@@ -25,6 +26,12 @@ class Forward {
 
   int max_block() const { return max_block_; }
 
+  // Sees each layer's attention output before the output projection ([n][n_heads * head_dim],
+  // valid during the call) as it is computed: the evaluation's attention-output error. Empty
+  // by default, which costs one test per layer.
+  using AttentionOutputHook = std::function<void(int layer, const float* out, int n)>;
+  void set_attention_output_hook(AttentionOutputHook hook) { attention_output_hook_ = std::move(hook); }
+
  private:
   void attention_block(int layer, int n, int64_t pos0, KvCache& cache, ThreadPool& pool);
   void ffn_block(int layer, int n, ThreadPool& pool);
@@ -35,6 +42,7 @@ class Forward {
   std::vector<int64_t> positions_;
   // Activations, [max_block][width] each.
   std::vector<float> x_, xn_, q_, k_, v_, attn_, gate_, up_, logits_;
+  AttentionOutputHook attention_output_hook_;
 };
 
 }  // namespace kvslim

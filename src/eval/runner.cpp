@@ -1,0 +1,65 @@
+#include "eval/runner.h"
+
+namespace kvslim::eval {
+
+PreparedSample::PreparedSample(const SampleSpec& spec, TaskSample sample, const Tokenizer& tokenizer, Protocol protocol)
+    : spec_(spec), sample_(std::move(sample)), tokens_(tokenize_prompt(sample_, tokenizer, protocol)) {}
+
+const FullReference& PreparedSample::reference(const Model& model, ThreadPool& pool, const RunnerOptions& options) {
+  if (!reference_) reference_ = run_full_reference(model, pool, options.engine, tokens_, options.intrinsic);
+  return *reference_;
+}
+
+SampleRecord run_method(const Model& model, ThreadPool& pool, const RunnerOptions& options, PreparedSample& prepared,
+                        const MethodRun& run, const SampleSource& source) {
+  const TaskSample& sample = prepared.sample();
+  const MethodSpec& method = *run.method;
+  const std::optional<int64_t> budget = run.budget > 0 ? std::optional<int64_t>(run.budget) : std::nullopt;
+
+  GenerateRequest request;
+  request.prompt = prepared.tokens().compressed;
+  request.appended = prepared.tokens().appended;
+  request.n_predict = sample.max_new_tokens;
+  request.sampling.temperature = 0;  // greedy
+  request.sampling.seed = prepared.spec().seed;  // the seed of seeded methods (random)
+  request.compression.press = method.press;
+  request.compression.press_options = method.options;
+  request.compression.budget = budget;
+  EngineOptions engine = options.engine;
+  engine.context = int(prepared.tokens().size() + sample.max_new_tokens);
+  const GenerateResult generated = generate(model, pool, engine, request);
+
+  SampleRecord r;
+  r.method = method.label;
+  r.budget = run.budget;
+  r.task = prepared.spec().label;
+  r.length = prepared.spec().length;
+  r.depth = prepared.spec().depth;
+  r.seed = prepared.spec().seed;
+  r.protocol = protocol_name(options.protocol);
+  const Scores scores = source.score(sample, generated.text);
+  r.score = scores.score;
+  r.partial = scores.partial;
+  r.n_prompt = prepared.tokens().size();
+  r.kept_tokens = generated.kept_tokens;
+  r.kv_bytes = generated.kv_bytes_prefill;
+  r.kv_bytes_peak = generated.kv_bytes_peak;
+  r.prefill_ms = generated.prefill_ms;
+  r.score_ms = generated.score_ms;
+  r.decode_ms = generated.decode_ms;
+  r.output = generated.text;
+
+  if (options.intrinsic.any()) {
+    const FullReference& ref = prepared.reference(model, pool, options);
+    const IntrinsicResult m = measure_intrinsic(model, pool, options.engine, prepared.tokens(), ref,
+                                                [&] { return method.make(); }, budget.value_or(INT64_MAX),
+                                                prepared.spec().seed, options.intrinsic);
+    r.recall = m.recall;
+    r.attn_error = m.attn_error;
+    r.kl = m.kl;
+    r.ppl_ratio = m.ppl_ratio;
+  }
+  return r;
+}
+
+}  // namespace kvslim::eval
