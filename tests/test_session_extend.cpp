@@ -81,6 +81,29 @@ TEST(SessionExtend, ThePressNeitherSeesNorEvictsTheExtension) {
   EXPECT_EQ(session.n_past(), 29);
 }
 
+// TOVA's first decode step after an extension ranks every cached token by the decode token's
+// attention, the extension included: softmax probabilities are all > 0, so no token's score may
+// be the zero a decode-state sized before the extension would leave.
+TEST(SessionExtend, TovaScoresTheExtensionAtTheFirstDecodeStep) {
+  Fixture f;
+  const int64_t budget = 8;
+  const auto press = make_press("tova", {});
+  Session session(*f.model, f.pool, f.options, 64, press.get(), budget, 4);
+  session.record_scores();
+  session.prefill(tokens(20, f.n_vocab()));
+  const auto question = tokens(6, f.n_vocab(), 3);
+  session.extend(question);
+  session.decode(question.back());
+  const ModelConfig& c = f.model->config();
+  for (int layer = 0; layer < c.n_layers; ++layer)
+    for (int h = 0; h < c.n_kv_heads; ++h) {
+      const std::vector<float>& scores = session.recorded_scores(layer, h);
+      ASSERT_EQ(scores.size(), size_t(budget + 6 + 1));
+      for (size_t j = 0; j < scores.size(); ++j) EXPECT_GT(scores[j], 0.0f) << "layer " << layer << " token " << j;
+      EXPECT_EQ(session.kv().head(layer, h).size(), budget);
+    }
+}
+
 TEST(SessionExtend, ExtendBeforePrefillIsAnError) {
   Fixture f;
   Session session(*f.model, f.pool, f.options, 10);

@@ -111,6 +111,7 @@ const float* Session::extend(const std::vector<int32_t>& tokens) {
   cache_.set_probe(nullptr);
   cache_.set_sparse_selector(nullptr);
   run_blocks(tokens, false);
+  if (press_) timed(&Press::after_extend);
   install_decode_observers();
   reserve_decode_pages();
   return last_logits_.data();

@@ -71,6 +71,9 @@ class Press {
   virtual void after_prefill_block(PressContext& ctx) {}
   // Once the whole prompt is cached; the prompt's last logits are already computed.
   virtual void end_prefill(PressContext& ctx) {}
+  // After Session::extend cached uncompressed tokens (the query-agnostic protocol's question):
+  // decode-time state sized from the cache must grow to cover them.
+  virtual void after_extend(PressContext& ctx) {}
   // After each decode step's forward pass (the new token is cached).
   virtual void after_decode_step(PressContext& ctx) {}
 };

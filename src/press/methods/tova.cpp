@@ -26,6 +26,9 @@ class TovaPress final : public ScorerPress {
     prepare_next_step(ctx);
   }
 
+  // The question appended after compression: the next decode row reads it too.
+  void after_extend(PressContext& ctx) override { prepare_next_step(ctx); }
+
   // The probe saw the new token's attention over each head's cache (itself included).
   void after_decode_step(PressContext& ctx) override {
     PagedKvCache& cache = ctx.cache();
@@ -33,6 +36,7 @@ class TovaPress final : public ScorerPress {
       for (int h = 0; h < cache.n_kv_heads(); ++h)
         if (cache.head(layer, h).size() > ctx.budget()) {
           const std::vector<float> s = score(ctx, layer, h);
+          ctx.record_scores(layer, h, s);
           ctx.keep(layer, h, select(ctx, layer, h, s, ctx.budget()));
         }
     prepare_next_step(ctx);
