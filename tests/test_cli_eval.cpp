@@ -181,3 +181,35 @@ TEST(CliEval, SubcommandsHaveHelp) {
 
 }  // namespace
 }  // namespace kvslim
+
+namespace kvslim {
+namespace {
+
+// kvslim demo on a tiny model: the table has full first and every method at every budget, the
+// directory holds the runs and the charts, and a second demo replaces the runs instead of
+// skipping them.
+TEST(CliDemo, PrintsTheTableAndWritesRunsAndPlots) {
+  const std::string out = fresh_dir("cli-demo");
+  const std::string args = "demo -m " + tiny_model() +
+                           " --methods full,snapkv:window=8,knorm --budgets 16,32 --tasks passkey --lengths 256 --samples 1"
+                           " --threads 2 --out " + out;
+  for (int round = 0; round < 2; ++round) {
+    const CommandResult r = run(args);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.out.find("| method | budget | runs | score | KV MiB | KV vs full | prefill tok/s | decode tok/s |"),
+              std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("| full | - | 1 |"), std::string::npos) << r.out;
+    for (const char* row : {"| snapkv:window=8 | 16 | 1 |", "| snapkv:window=8 | 32 | 1 |", "| knorm | 16 | 1 |", "| knorm | 32 | 1 |"})
+      EXPECT_NE(r.out.find(row), std::string::npos) << row;
+    EXPECT_EQ(lines_of(out + "/samples.jsonl").size(), 5u);  // replaced, not appended to
+    EXPECT_TRUE(std::filesystem::exists(out + "/plots/memory_vs_score.svg"));
+  }
+}
+
+TEST(CliDemo, AMissingModelIsAClearError) {
+  expect_clean_error(run("demo -m /nonexistent/model.gguf"), "model /nonexistent/model.gguf not found");
+  expect_clean_error(run("demo -m " + tiny_model() + " --methods nosuch"), "nosuch");
+}
+
+}  // namespace
+}  // namespace kvslim

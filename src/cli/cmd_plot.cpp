@@ -2,7 +2,6 @@
 #include <fmt/format.h>
 
 #include <filesystem>
-#include <fstream>
 
 #include "cli/commands.h"
 #include "eval/plots.h"
@@ -22,19 +21,8 @@ void add_plot_command(CLI::App& app) {
   cmd->callback([opt] {
     const std::string samples = (std::filesystem::path(opt->dir) / "samples.jsonl").string();
     if (!std::filesystem::exists(samples)) fail("{} has no samples.jsonl", opt->dir);
-    const std::vector<eval::PlotFile> files = eval::make_plots(eval::read_records(samples));
-    const std::filesystem::path out = opt->out.empty() ? std::filesystem::path(opt->dir) / "plots" : std::filesystem::path(opt->out);
-    std::error_code ec;
-    std::filesystem::create_directories(out, ec);
-    if (ec) fail("cannot create the output directory {}: {}", out.string(), ec.message());
-    for (const eval::PlotFile& f : files) {
-      const std::filesystem::path path = out / f.name;
-      std::ofstream file(path, std::ios::binary);
-      file << f.svg;
-      file.close();
-      if (!file) fail("cannot write {}", path.string());
-      fmt::print("{}\n", path.string());
-    }
+    const std::string out = opt->out.empty() ? (std::filesystem::path(opt->dir) / "plots").string() : opt->out;
+    for (const std::string& path : eval::write_plots(eval::read_records(samples), out)) fmt::print("{}\n", path);
   });
 }
 

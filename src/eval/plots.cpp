@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <optional>
 #include <set>
@@ -151,6 +153,24 @@ std::vector<PlotFile> make_plots(const std::vector<SampleRecord>& records) {
   niah_heatmaps(records, files);
   memory_chart(records, files);
   return files;
+}
+
+std::vector<std::string> write_plots(const std::vector<SampleRecord>& records, const std::string& out_dir) {
+  const std::vector<PlotFile> files = make_plots(records);
+  const std::filesystem::path out(out_dir);
+  std::error_code ec;
+  std::filesystem::create_directories(out, ec);
+  if (ec) fail("cannot create the output directory {}: {}", out.string(), ec.message());
+  std::vector<std::string> written;
+  for (const PlotFile& f : files) {
+    const std::filesystem::path path = out / f.name;
+    std::ofstream file(path, std::ios::binary);
+    file << f.svg;
+    file.close();
+    if (!file) fail("cannot write {}", path.string());
+    written.push_back(path.string());
+  }
+  return written;
 }
 
 }  // namespace kvslim::eval

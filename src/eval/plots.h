@@ -22,4 +22,7 @@ struct PlotFile {
 // Throws kvslim::Error when there are no records or they mix protocols.
 std::vector<PlotFile> make_plots(const std::vector<SampleRecord>& records);
 
+// Makes the plots and writes them into `out_dir` (created if needed); returns the paths written.
+std::vector<std::string> write_plots(const std::vector<SampleRecord>& records, const std::string& out_dir);
+
 }  // namespace kvslim::eval

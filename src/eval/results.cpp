@@ -26,7 +26,7 @@ json to_json(const SampleRecord& r) {
             {"protocol", r.protocol},   {"score", r.score},           {"partial", r.partial},
             {"n_prompt", r.n_prompt},   {"kept_tokens", r.kept_tokens}, {"kv_bytes", r.kv_bytes},
             {"kv_bytes_peak", r.kv_bytes_peak}, {"prefill_ms", r.prefill_ms}, {"score_ms", r.score_ms},
-            {"decode_ms", r.decode_ms}, {"output", r.output}};
+            {"decode_ms", r.decode_ms}, {"decode_steps", r.decode_steps}, {"output", r.output}};
   if (r.recall) j["recall"] = *r.recall;
   if (r.attn_error) j["attn_error"] = *r.attn_error;
   if (r.kl) j["kl"] = *r.kl;
@@ -77,6 +77,7 @@ SampleRecord record_from_json(const json& j) {
   r.prefill_ms = field<double>(j, "prefill_ms");
   r.score_ms = field<double>(j, "score_ms");
   r.decode_ms = field<double>(j, "decode_ms");
+  r.decode_steps = field<int64_t>(j, "decode_steps");
   r.output = field<std::string>(j, "output");
   return r;
 }

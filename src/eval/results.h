@@ -29,6 +29,7 @@ struct SampleRecord {
   uint64_t kv_bytes = 0;    // KV bytes in use once the prompt is cached (after eviction)
   uint64_t kv_bytes_peak = 0;
   double prefill_ms = 0, score_ms = 0, decode_ms = 0;
+  int64_t decode_steps = 0;  // one-token forward passes decode_ms covers
   std::string output;
 
   // What makes a run unique: method, budget, task, length, depth, seed, protocol.

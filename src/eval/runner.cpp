@@ -47,6 +47,7 @@ SampleRecord run_method(const Model& model, ThreadPool& pool, const RunnerOption
   r.prefill_ms = generated.prefill_ms;
   r.score_ms = generated.score_ms;
   r.decode_ms = generated.decode_ms;
+  r.decode_steps = generated.decode_steps;
   r.output = generated.text;
 
   if (options.intrinsic.any()) {

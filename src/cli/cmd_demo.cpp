@@ -1,0 +1,86 @@
+// kvslim demo: the README's main command. On the default model (trained by kvslim itself to
+// retrieve facts from long prompts), compares the full cache with several eviction methods at a
+// few budgets on a few generated tasks, prints one table (score, KV memory, prefill and decode
+// speed) and writes the results and SVG charts.
+#include <fmt/format.h>
+
+#include <filesystem>
+
+#include "cli/commands.h"
+#include "cli/progress.h"
+#include "eval/demo_table.h"
+#include "eval/plots.h"
+#include "eval/sample_source.h"
+#include "eval/sweep.h"
+#include "model/model.h"
+#include "util/error.h"
+
+namespace kvslim::cli {
+
+namespace {
+
+constexpr const char* kDefaultModel = "models/kvslim-small.gguf";
+
+struct DemoOptions {
+  std::string model = kDefaultModel;
+  std::string methods = "full,streaming_llm,snapkv,keydiff,dapq";
+  std::vector<int64_t> budgets{64, 128};
+  eval::GridOptions grid{{"niah_single_1", "niah_single_2", "passkey"}, {1024}, {}, 2, 0};
+  std::string out = "demo-out";
+  int threads = 0;
+};
+
+void run_demo(const DemoOptions& opt) {
+  eval::SweepOptions sweep;
+  sweep.methods = eval::parse_methods(opt.methods);
+  sweep.budgets = opt.budgets;
+  eval::expand_runs(sweep.methods, sweep.budgets);
+  sweep.out_dir = opt.out;
+  sweep.runner.engine.page_tokens = 32;  // pages small enough for KV bytes to follow small budgets
+  const eval::TaskCatalog catalog = eval::generated_tasks();
+  eval::expand_grid(opt.grid, catalog.find);
+  if (!std::filesystem::exists(opt.model))
+    fail("model {} not found{}", opt.model,
+         opt.model == kDefaultModel ? " (run from the repository root, or pass -m MODEL)" : "");
+
+  // A demo always measures afresh: earlier runs in the directory would be skipped otherwise.
+  const std::filesystem::path samples = std::filesystem::path(opt.out) / "samples.jsonl";
+  std::error_code ec;
+  std::filesystem::remove(samples, ec);
+  if (ec) fail("cannot replace {}: {}", samples.string(), ec.message());
+
+  const auto model = Model::load(opt.model);
+  ThreadPool pool(opt.threads);
+  fmt::print("kvslim demo: {} ({} layers, dim {}, {} KV heads); methods {}; budgets {}; tasks {} at {} tokens, {} samples each\n",
+             opt.model, model->config().n_layers, model->config().dim, model->config().n_kv_heads, opt.methods,
+             fmt::join(opt.budgets, ","), fmt::join(opt.grid.tasks, ","), fmt::join(opt.grid.lengths, ","),
+             opt.grid.samples);
+  const eval::SampleSource source = eval::generated_source(opt.grid, catalog, model->tokenizer());
+  Progress progress;
+  eval::run_sweep(*model, pool, source, sweep, std::ref(progress));
+  progress.finish();
+
+  const std::vector<eval::SampleRecord> records = eval::read_records(samples.string());
+  fmt::print("\n{}\n", eval::demo_markdown(eval::demo_rows(records)));
+  fmt::print("per task: {}/summary.md; every run: {}\n", opt.out, samples.string());
+  for (const std::string& path : eval::write_plots(records, (std::filesystem::path(opt.out) / "plots").string()))
+    fmt::print("plot: {}\n", path);
+}
+
+}  // namespace
+
+void add_demo_command(CLI::App& app) {
+  auto opt = std::make_shared<DemoOptions>();
+  CLI::App* cmd = app.add_subcommand("demo", "compare the full cache and eviction methods on the default model: score, KV memory, speed");
+  cmd->add_option("-m,--model", opt->model, "GGUF model")->capture_default_str();
+  cmd->add_option("--methods", opt->methods, "methods, comma-separated (as kvslim eval)")->capture_default_str();
+  cmd->add_option("--budgets", opt->budgets, "budgets in tokens per layer and KV head")->delimiter(',')->capture_default_str();
+  cmd->add_option("--tasks", opt->grid.tasks, "generated tasks")->delimiter(',')->capture_default_str();
+  cmd->add_option("--lengths", opt->grid.lengths, "prompt lengths in tokens")->delimiter(',')->capture_default_str();
+  cmd->add_option("--samples", opt->grid.samples, "samples per task and length")->capture_default_str();
+  cmd->add_option("--out", opt->out, "output directory (its samples.jsonl is replaced)")->capture_default_str();
+  cmd->add_option("--threads", opt->threads, "threads (0: all cores)")->capture_default_str();
+  cmd->callback([opt] { run_demo(*opt); });
+}
+
+}  // namespace kvslim::cli
