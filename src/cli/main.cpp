@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
   kvslim::cli::add_presses_command(app);
   kvslim::cli::add_inspect_command(app);
   kvslim::cli::add_train_tokenizer_command(app);
+  kvslim::cli::add_train_model_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
