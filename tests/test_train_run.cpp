@@ -10,6 +10,7 @@
 #include "gguf/gguf.h"
 #include "model/model.h"
 #include "test_models.h"
+#include "tokenizer/bpe_trainer.h"
 #include "train/curriculum.h"
 #include "train/data_stream.h"
 #include "train/trainer.h"
@@ -72,6 +73,40 @@ TEST(TrainData, TrainingSequenceIsPromptAnswerEos) {
   EXPECT_EQ(seq.weights[0], 0.0f);
   for (size_t t = 1; t < prompt.size(); ++t) ASSERT_EQ(seq.weights[t], 0.25f) << t;
   for (size_t t = prompt.size(); t < seq.tokens.size(); ++t) ASSERT_EQ(seq.weights[t], 1.0f) << t;
+}
+
+// A byte-level BPE vocabulary learned from generator text plus " A", " B", ... " Z" many times:
+// it merges a space with the capital letter after it, so a prompt ending in a space ("... they
+// are: ") cannot be tokenized jointly with vt's capitalised answer without changing the
+// prompt's last token.
+const Tokenizer& bpe_tokenizer() {
+  static const Tokenizer tokenizer = [] {
+    tok::BpeTrainer trainer(tok::BpeTrainerOptions{400, "qwen2", false});
+    for (uint64_t seed = 0; seed < 10; ++seed) trainer.add_text(eval::make_sample("vt", 512, seed, byte_tokenizer()).prompt());
+    std::string spaced_capitals;
+    for (int i = 0; i < 50; ++i)
+      for (char c = 'A'; c <= 'Z'; ++c) spaced_capitals += std::string(" ") + c;
+    trainer.add_text(spaced_capitals);
+    const std::string path = kvslim::testing::temp_path("bpe-400.gguf");
+    tok::write_tokenizer_gguf(trainer.train(), path);
+    return Tokenizer::from_gguf(gguf::File::open(path));
+  }();
+  return tokenizer;
+}
+
+TEST(TrainData, TrainingSequenceKeepsThePromptTokensWithBpe) {
+  const Tokenizer& tok = bpe_tokenizer();
+  const eval::TaskSample sample = eval::make_sample("vt", 512, 11, tok);
+  ASSERT_EQ(sample.prompt().back(), ' ');
+  const TrainSequence seq = training_sequence(sample, tok, 0.0f);
+  const std::vector<int32_t> prompt = tok.encode(sample.prompt(), tok.add_bos_by_default(), false);
+  const std::vector<int32_t> joint = tok.encode(sample.prompt() + sample.answers[0], tok.add_bos_by_default(), false);
+  ASSERT_FALSE(std::equal(prompt.begin(), prompt.end(), joint.begin())) << "the case under test: a merge across";
+  EXPECT_TRUE(std::equal(prompt.begin(), prompt.end(), seq.tokens.begin()));
+  EXPECT_EQ(seq.tokens.back(), tok.eos_id());
+  const std::vector<int32_t> answer(seq.tokens.begin() + int64_t(prompt.size()), seq.tokens.end() - 1);
+  EXPECT_EQ(eval::score_output(sample, tok.decode(answer)), 1.0);
+  EXPECT_EQ(tok.decode(answer).substr(0, sample.answers[0].size()), sample.answers[0]);
 }
 
 TEST(TrainData, StreamSamplesFitTheStageAndUseTrainingSeeds) {

@@ -45,17 +45,21 @@ class Reporter {
     const double rate = double(r.stats.tokens) / std::max(r.seconds, 1e-9);
     rate_ = rate_ == 0 ? rate : 0.9 * rate_ + 0.1 * rate;  // smoothed, for the ETA
     loss_sum_ += r.stats.loss;
+    answer_sum_ += r.stats.answer_loss;
     ++loss_count_;
     const double eta = double(r.total_steps - r.step) * double(batch_tokens_) / std::max(rate_, 1e-9);
     const std::string line =
-        fmt::format("step {}/{} {:5.1f}% | len {} | loss {:.4f} | lr {:.2e} | |g| {:.2f} | {:.0f} tok/s | ETA {}", r.step,
-                    r.total_steps, 100.0 * double(r.step) / double(r.total_steps), r.length, r.stats.loss, r.stats.lr,
-                    r.stats.grad_norm, rate_, duration(eta));
+        fmt::format("step {}/{} {:5.1f}% | len {} | loss {:.4f} | answer {:.4f} | lr {:.2e} | |g| {:.2f} | {:.0f} tok/s | "
+                    "ETA {}",
+                    r.step, r.total_steps, 100.0 * double(r.step) / double(r.total_steps), r.length, r.stats.loss,
+                    r.stats.answer_loss, r.stats.lr, r.stats.grad_norm, rate_, duration(eta));
     if (r.step % log_every_ == 0 || r.step == r.total_steps) {
       // A lasting line with the mean loss since the last one: the loss curve.
       clear();
-      fmt::print(stderr, "{} | mean loss {:.4f} | elapsed {}\n", line, loss_sum_ / loss_count_, duration(elapsed_));
+      fmt::print(stderr, "{} | mean loss {:.4f} answer {:.4f} | elapsed {}\n", line, loss_sum_ / loss_count_,
+                 answer_sum_ / loss_count_, duration(elapsed_));
       loss_sum_ = 0;
+      answer_sum_ = 0;
       loss_count_ = 0;
     } else if (tty_) {
       fmt::print(stderr, "\r{}\x1b[K", line);
@@ -63,7 +67,7 @@ class Reporter {
     }
     if (log_.is_open()) {
       log_ << nlohmann::json{{"step", r.step}, {"length", r.length}, {"sequences", r.sequences},
-                             {"tokens", r.stats.tokens}, {"loss", r.stats.loss}, {"lr", r.stats.lr},
+                             {"tokens", r.stats.tokens}, {"loss", r.stats.loss}, {"answer_loss", r.stats.answer_loss}, {"lr", r.stats.lr},
                              {"grad_norm", r.stats.grad_norm}, {"seconds", r.seconds}, {"elapsed", elapsed_}}
                   .dump()
            << '\n';
@@ -101,7 +105,7 @@ class Reporter {
   int log_every_;
   bool tty_;
   bool dirty_ = false;
-  double rate_ = 0, elapsed_ = 0, loss_sum_ = 0;
+  double rate_ = 0, elapsed_ = 0, loss_sum_ = 0, answer_sum_ = 0;
   int loss_count_ = 0;
   std::ofstream log_;
 };

@@ -45,15 +45,20 @@ TrainSequence training_sequence(const eval::TaskSample& sample, const Tokenizer&
   for (const std::string& a : sample.answers) answer += (answer.empty() ? "" : ", ") + a;
   if (!prompt.empty() && !std::isspace(static_cast<unsigned char>(prompt.back()))) answer = " " + answer;
 
-  // The answer is tokenized in context (encoding it alone would give it a SentencePiece word-start
-  // prefix); the prompt's own tokens must come first, since generation starts from exactly them.
+  // Generation starts from exactly the prompt's own tokens, so they come first. The answer is
+  // tokenized in context when that keeps them (encoding it alone would give it a SentencePiece
+  // word-start prefix); when the tokenizer would merge them with the answer (a byte-level BPE
+  // joining the prompt's trailing space to the first answer word), it is tokenized on its own.
   const bool bos = tokenizer.add_bos_by_default();
   const std::vector<int32_t> prompt_tokens = tokenizer.encode(prompt, bos, false);
   TrainSequence seq;
   seq.tokens = tokenizer.encode(prompt + answer, bos, false);
   if (seq.tokens.size() <= prompt_tokens.size() ||
-      !std::equal(prompt_tokens.begin(), prompt_tokens.end(), seq.tokens.begin()))
-    fail("{} sample {}: the tokenizer merges the prompt's last token with the answer", sample.task, sample.seed);
+      !std::equal(prompt_tokens.begin(), prompt_tokens.end(), seq.tokens.begin())) {
+    seq.tokens = prompt_tokens;
+    const std::vector<int32_t> alone = tokenizer.encode(answer, false, false);
+    seq.tokens.insert(seq.tokens.end(), alone.begin(), alone.end());
+  }
   seq.tokens.push_back(tokenizer.eos_id());
   seq.weights.assign(seq.tokens.size(), 1.0f);
   std::fill_n(seq.weights.begin(), prompt_tokens.size(), prompt_weight);

@@ -34,8 +34,8 @@ std::string task_mix_to_string(const std::vector<TaskWeight>& mix);
 
 // The training sequence of a sample: BOS (when the tokenizer adds one) + prompt, then the
 // answers joined by ", " (after a space unless the prompt ends in whitespace), then EOS.
-// Throws if the tokenizer has no EOS token, or if tokenizing prompt + answer does not start
-// with the prompt's own tokens (the engine generates from exactly those).
+// The prompt's tokens are always encode(prompt), the engine's input at evaluation. Throws if
+// the tokenizer has no EOS token.
 TrainSequence training_sequence(const eval::TaskSample& sample, const Tokenizer& tokenizer, float prompt_weight);
 
 class DataStream {
