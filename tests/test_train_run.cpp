@@ -109,6 +109,36 @@ TEST(TrainData, TrainingSequenceKeepsThePromptTokensWithBpe) {
   EXPECT_EQ(tok.decode(answer).substr(0, sample.answers[0].size()), sample.answers[0]);
 }
 
+TEST(TrainData, InductionSequencesRepeatAPatternWithLossOnTheRepeats) {
+  const Tokenizer& tok = byte_tokenizer();
+  for (uint64_t seed = 0; seed < 50; ++seed) {
+    const int64_t length = 32 + int64_t(seed) * 7;
+    const TrainSequence s = induction_sequence(seed, length, tok);
+    ASSERT_EQ(int64_t(s.tokens.size()), length);
+    ASSERT_EQ(s.weights.size(), s.tokens.size());
+    EXPECT_EQ(s.tokens[0], tok.bos_id());  // the byte vocabulary adds BOS
+    const int64_t first_weighted = std::find(s.weights.begin(), s.weights.end(), 1.0f) - s.weights.begin();
+    const int64_t period = first_weighted - 1;
+    EXPECT_GE(period, 8);
+    EXPECT_LE(period, length / 2);
+    for (int64_t t = 1; t < length; ++t) {
+      EXPECT_NE(s.tokens[t], tok.bos_id());
+      EXPECT_NE(s.tokens[t], tok.eos_id());
+      if (t >= first_weighted) {
+        ASSERT_EQ(s.weights[t], 1.0f);
+        ASSERT_EQ(s.tokens[t], s.tokens[t - period]) << "seed " << seed << " t " << t;
+      } else {
+        ASSERT_EQ(s.weights[t], 0.0f);
+      }
+    }
+  }
+  EXPECT_THROW(induction_sequence(1, 31, tok), Error);
+  // It mixes with the evaluation tasks and is the only one that fits short stages.
+  const DataStream stream(tok, parse_task_mix("induction,passkey"), 0.1f, 2, 4096);
+  EXPECT_EQ(stream.spec(0, 100).task, "induction");
+  EXPECT_EQ(int64_t(stream.sample(0, 100).tokens.size()), stream.spec(0, 100).target_tokens);
+}
+
 TEST(TrainData, StreamSamplesFitTheStageAndUseTrainingSeeds) {
   const std::vector<TaskWeight> mix = parse_task_mix("passkey:3,niah_single_1:1,cwe:1");
   const DataStream stream(byte_tokenizer(), mix, 0.1f, 7, 4096);

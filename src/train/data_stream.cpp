@@ -19,7 +19,7 @@ std::vector<TaskWeight> parse_task_mix(const std::string& spec) {
     const std::string item = spec.substr(begin, comma - begin);
     const size_t colon = item.find(':');
     TaskWeight tw{item.substr(0, colon), 1.0};
-    eval::find_task(tw.task);  // throws listing the valid names
+    task_min_tokens(tw.task);  // throws listing the valid names
     if (colon != std::string::npos) {
       const std::string w = item.substr(colon + 1);
       const auto [end, ec] = std::from_chars(w.data(), w.data() + w.size(), tw.weight);
@@ -30,6 +30,28 @@ std::vector<TaskWeight> parse_task_mix(const std::string& spec) {
     begin = comma + 1;
   }
   return mix;
+}
+
+int64_t task_min_tokens(const std::string& task) {
+  if (task == kInductionTask) return kInductionMinTokens;
+  return eval::find_task(task).min_tokens;
+}
+
+TrainSequence induction_sequence(uint64_t seed, int64_t length, const Tokenizer& tokenizer) {
+  if (length < kInductionMinTokens) fail("induction sequences need at least {} tokens, not {}", kInductionMinTokens, length);
+  eval::Rng rng(seed);
+  TrainSequence seq;
+  if (tokenizer.add_bos_by_default()) seq.tokens.push_back(tokenizer.bos_id());
+  const int64_t start = int64_t(seq.tokens.size());
+  const int64_t period = rng.between(8, length / 2);
+  while (int64_t(seq.tokens.size()) < start + period) {
+    const int32_t id = int32_t(rng.below(uint64_t(tokenizer.n_vocab())));
+    if (id != tokenizer.bos_id() && id != tokenizer.eos_id() && !tokenizer.is_end_of_generation(id)) seq.tokens.push_back(id);
+  }
+  while (int64_t(seq.tokens.size()) < length) seq.tokens.push_back(seq.tokens[size_t(int64_t(seq.tokens.size()) - period)]);
+  seq.weights.assign(seq.tokens.size(), 1.0f);
+  std::fill_n(seq.weights.begin(), start + period, 0.0f);
+  return seq;
 }
 
 std::string task_mix_to_string(const std::vector<TaskWeight>& mix) {
@@ -78,18 +100,18 @@ DataStream::SampleSpec DataStream::spec(uint64_t index, int64_t length) const {
   eval::Rng rng(seed_ * 0x9E3779B97F4A7C15ull ^ (index + 1) * 0xD1B54A32D192ED03ull);
   double total = 0;
   for (const TaskWeight& tw : mix_)
-    if (eval::find_task(tw.task).min_tokens <= length) total += tw.weight;
+    if (task_min_tokens(tw.task) <= length) total += tw.weight;
   if (total == 0) fail("no task of the mix '{}' fits prompts of {} tokens", task_mix_to_string(mix_), length);
   double pick = double(rng.next() >> 11) * 0x1.0p-53 * total;
   const TaskWeight* chosen = nullptr;
   for (const TaskWeight& tw : mix_) {
-    if (eval::find_task(tw.task).min_tokens > length) continue;
+    if (task_min_tokens(tw.task) > length) continue;
     chosen = &tw;
     if ((pick -= tw.weight) < 0) break;
   }
   SampleSpec spec;
   spec.task = chosen->task;
-  spec.target_tokens = rng.between(std::max(eval::find_task(chosen->task).min_tokens, length / 2), length);
+  spec.target_tokens = rng.between(std::max(task_min_tokens(chosen->task), length / 2), length);
   spec.seed = kFirstTrainingSeed + (rng.next() >> 2);
   return spec;
 }
@@ -97,7 +119,9 @@ DataStream::SampleSpec DataStream::spec(uint64_t index, int64_t length) const {
 TrainSequence DataStream::sample(uint64_t index, int64_t length) const {
   const SampleSpec s = spec(index, length);
   const TrainSequence seq =
-      training_sequence(eval::make_sample(s.task, s.target_tokens, s.seed, tokenizer_), tokenizer_, prompt_weight_);
+      s.task == kInductionTask
+          ? induction_sequence(s.seed, s.target_tokens, tokenizer_)
+          : training_sequence(eval::make_sample(s.task, s.target_tokens, s.seed, tokenizer_), tokenizer_, prompt_weight_);
   if (int64_t(seq.tokens.size()) - 1 > context_length_)
     fail("a {} sample of {} tokens (prompt, answer and EOS) exceeds the model's context of {}; raise the context "
          "or shorten the curriculum", s.task, seq.tokens.size(), context_length_);

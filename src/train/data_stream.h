@@ -22,13 +22,27 @@ namespace kvslim::train {
 
 inline constexpr uint64_t kFirstTrainingSeed = 1'000'000;
 
+// A training-only task besides the evaluation ones: random tokens, then the same tokens again
+// until the length is reached, with the loss on the repeats only. Every repeated token can be
+// predicted only by finding its earlier occurrence, which is what retrieval needs (an induction
+// head); mixed in early, it gives that circuit a dense signal the tasks' few answer tokens lack.
+inline constexpr const char* kInductionTask = "induction";
+inline constexpr int64_t kInductionMinTokens = 32;
+
+// The shortest prompt a task of the mix can be built at (eval tasks: their minimum).
+int64_t task_min_tokens(const std::string& task);
+
+// The induction sequence of `length` tokens (BOS first when the tokenizer adds one): a pattern
+// of random non-special tokens, its length uniform in [8, length / 2], repeated to the length.
+TrainSequence induction_sequence(uint64_t seed, int64_t length, const Tokenizer& tokenizer);
+
 struct TaskWeight {
   std::string task;
   double weight = 1;
 };
 
-// "niah_single_1:3,passkey:2,vt" (weight 1 when omitted). Throws naming an unknown task or a
-// weight that is not positive.
+// "niah_single_1:3,passkey:2,induction" (weight 1 when omitted). Throws naming an unknown task
+// or a weight that is not positive.
 std::vector<TaskWeight> parse_task_mix(const std::string& spec);
 std::string task_mix_to_string(const std::vector<TaskWeight>& mix);
 
