@@ -208,3 +208,39 @@ TEST(Cli, TrainTokenizerRefusesBadRequests) {
 
 }  // namespace
 }  // namespace kvslim
+
+namespace kvslim {
+namespace {
+
+TEST(Cli, TrainModelWritesALoadableModelAndAJsonLog) {
+  const std::string out = testing::temp_path("cli-trained.gguf"), log = testing::temp_path("cli-train-log.jsonl");
+  std::filesystem::remove(log);
+  const CommandResult r = run("train-model --layers 1 --dim 32 --heads 2 --kv-heads 1 --ffn 64 --ctx 320 --steps 3 "
+                              "--warmup 1 --batch-tokens 300 --tasks passkey --curriculum 256 --threads 2 -o " +
+                              out + " --log " + log);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("step 3/3"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("tok/s"), std::string::npos) << r.err;
+  std::ifstream in(log);
+  std::string line;
+  int steps = 0;
+  while (std::getline(in, line)) {
+    const auto j = nlohmann::json::parse(line);
+    EXPECT_EQ(j["step"].get<int>(), ++steps);
+    EXPECT_GT(j["loss"].get<double>(), 0.0);
+  }
+  EXPECT_EQ(steps, 3);
+  const CommandResult info = run("info " + out);
+  EXPECT_EQ(info.exit_code, 0) << info.err;
+}
+
+TEST(Cli, TrainModelRejectsBadOptionsInOneLine) {
+  const std::string out = testing::temp_path("cli-bad.gguf");
+  expect_clean_error(run("train-model --tasks nosuchtask -o " + out), "nosuchtask");
+  expect_clean_error(run("train-model --curriculum 256:0 -o " + out), "curriculum");
+  expect_clean_error(run("train-model --dim 30 --heads 4 -o " + out), "dim 30");
+  expect_clean_error(run("train-model --resume -o " + out), "--checkpoint");
+}
+
+}  // namespace
+}  // namespace kvslim

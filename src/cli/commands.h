@@ -17,5 +17,6 @@ void add_eval_command(CLI::App& app);
 void add_eval_merge_command(CLI::App& app);
 void add_plot_command(CLI::App& app);
 void add_demo_command(CLI::App& app);
+void add_train_model_command(CLI::App& app);
 
 }  // namespace kvslim::cli
