@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
   kvslim::cli::add_bench_command(app);
   kvslim::cli::add_presses_command(app);
   kvslim::cli::add_inspect_command(app);
+  kvslim::cli::add_train_tokenizer_command(app);
   kvslim::cli::add_init_adapter_command(app);
   try {
     app.parse(argc, argv);

@@ -1,4 +1,4 @@
-// The prompt options shared by subcommands: -p TEXT or -f FILE (read byte-exact).
+// The prompt options shared by subcommands: -p TEXT or -f FILE (read byte-exact, - for stdin).
 #pragma once
 
 #include <string>
@@ -15,5 +15,9 @@ struct PromptInput {
   // The prompt's bytes; throws kvslim::Error when neither/both are given or FILE is unreadable.
   std::string read() const;
 };
+
+// The bytes of `path`, or of standard input when it is "-"; throws kvslim::Error naming `what`
+// and the path when it cannot be read.
+std::string read_bytes(const std::string& path, const char* what);
 
 }  // namespace kvslim::cli

@@ -57,8 +57,8 @@ std::vector<float> random_vector(int64_t n, float center, float spread, uint64_t
   return v;
 }
 
-// Copies the tokenizer.* keys of `vocab_path` (or the built-in byte vocabulary when empty) and
-// returns the vocabulary size.
+}  // namespace
+
 int copy_vocab(const std::string& vocab_path, gguf::Writer& w) {
   if (vocab_path.empty()) return add_byte_vocab(w);
   const gguf::File vocab = gguf::File::open(vocab_path);
@@ -68,8 +68,6 @@ int copy_vocab(const std::string& vocab_path, gguf::Writer& w) {
     if (entry.key.rfind("tokenizer.", 0) == 0) w.set(entry.key, entry.value);
   return int(n_tokens);
 }
-
-}  // namespace
 
 void write_random_model(const RandomModelSpec& spec, const std::string& vocab_path, const std::string& out_path) {
   RandomModelSpec s = spec;

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string>
 
+#include "gguf/gguf.h"
 #include "model/config.h"
 #include "tensor/dtype.h"
 
@@ -18,6 +19,10 @@ struct RandomModelSpec {
   bool rope_freqs = false;     // write a rope_freqs.weight factor tensor (Llama 3.1 style)
   uint64_t seed = 1;
 };
+
+// Sets the tokenizer.* keys of `vocab_path` (a vocab or model GGUF), or of the built-in byte
+// vocabulary when it is empty, and returns the vocabulary size. Also used by the trainer's export.
+int copy_vocab(const std::string& vocab_path, gguf::Writer& writer);
 
 // Throws kvslim::Error for an inconsistent shape or an unreadable vocabulary file.
 void write_random_model(const RandomModelSpec& spec, const std::string& vocab_path, const std::string& out_path);
