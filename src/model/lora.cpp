@@ -30,10 +30,8 @@ int lora_site_out(const ModelConfig& c, LoraSite site) {
   }
 }
 
-LoraAdapter::LoraAdapter(const ModelConfig& config, int rank, float alpha)
-    : rank_(rank), n_layers_(config.n_layers), alpha_(alpha) {
+LoraLayout::LoraLayout(const ModelConfig& config, int rank) : rank_(rank), n_layers_(config.n_layers) {
   if (rank < 1) fail("LoRA rank must be >= 1 (got {})", rank);
-  if (!(alpha > 0)) fail("LoRA alpha must be > 0 (got {})", alpha);
   for (LoraSite site : kAllLoraSites) {
     const int s = int(site);
     in_[s] = lora_site_in(config, site);
@@ -41,21 +39,25 @@ LoraAdapter::LoraAdapter(const ModelConfig& config, int rank, float alpha)
     site_offset_[s] = layer_size_;
     layer_size_ += int64_t(rank) * (in_[s] + out_[s]);
   }
-  params_.assign(size_t(layer_size_) * n_layers_, 0.0f);
 }
 
-bool LoraAdapter::fits(const ModelConfig& config) const {
+bool LoraLayout::fits(const ModelConfig& config) const {
   if (n_layers_ != config.n_layers) return false;
   for (LoraSite site : kAllLoraSites)
     if (in(site) != lora_site_in(config, site) || out(site) != lora_site_out(config, site)) return false;
   return true;
 }
 
+LoraAdapter::LoraAdapter(const ModelConfig& config, int rank, float alpha) : layout_(config, rank), alpha_(alpha) {
+  if (!(alpha > 0)) fail("LoRA alpha must be > 0 (got {})", alpha);
+  params_.assign(size_t(layout_.size()), 0.0f);
+}
+
 void LoraAdapter::apply(int layer, LoraSite site, const float* x, int n, float* y, ThreadPool& pool) const {
   // A and B as f32 weight matrices, so the projections' own kernels do the two products.
-  const WeightView a_view{DType::F32, a(layer, site), rank_, in(site)};
-  const WeightView b_view{DType::F32, b(layer, site), out(site), rank_};
-  std::vector<float> ax(size_t(n) * rank_), bax(size_t(n) * out(site));
+  const WeightView a_view{DType::F32, a(layer, site), rank(), in(site)};
+  const WeightView b_view{DType::F32, b(layer, site), out(site), rank()};
+  std::vector<float> ax(size_t(n) * rank()), bax(size_t(n) * out(site));
   matmul(a_view, x, n, ax.data(), pool);
   matmul(b_view, ax.data(), n, bax.data(), pool);
   axpy(scale(), bax.data(), y, int64_t(n) * out(site));
