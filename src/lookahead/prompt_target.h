@@ -1,0 +1,20 @@
+// One training example of LookaheadKV, computed by the inference engine with the full cache: the
+// base model prefills the prompt, then reads its own response (teacher forcing) while a probe sums
+// each response query's attention on the prompt tokens; the result is normalised per (layer,
+// query head) to sum 1 over the prompt (LookaheadKV §2, "ground-truth importance"). The prompt's
+// KV is kept for the objective, which treats it as a constant.
+#pragma once
+
+#include <vector>
+
+#include "lookahead/objective.h"
+#include "model/model.h"
+#include "util/thread_pool.h"
+
+namespace kvslim {
+
+// Throws for an empty prompt or response.
+PromptTarget<float> prompt_target(const Model& model, ThreadPool& pool, const std::vector<int32_t>& prompt,
+                                  const std::vector<int32_t>& response);
+
+}  // namespace kvslim

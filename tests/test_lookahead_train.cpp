@@ -1,0 +1,178 @@
+// LookaheadKV training: the KL objective (zero exactly when the prediction is the truth), the
+// training forward of the lookahead rows against the inference engine, and the gradient of the
+// loss with respect to the embeddings and every LoRA matrix against central finite differences
+// in double precision.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "lookahead/objective.h"
+#include "lookahead/prompt_target.h"
+#include "model/forward.h"
+#include "press/attention_accumulator.h"
+#include "test_lookahead_adapter.h"
+#include "test_models.h"
+
+namespace kvslim {
+namespace {
+
+std::string tiny(Arch arch) {
+  testing::TinyModel m;
+  m.arch = arch;
+  m.layers = 2;
+  return testing::make_model(m);
+}
+
+std::vector<int32_t> tokens(int n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<int32_t> t(n);
+  for (auto& x : t) x = 3 + int32_t(rng() % 250);
+  return t;
+}
+
+// The adapter's embeddings and LoRA as one parameter buffer of the objective's layout.
+template <class T>
+std::vector<T> packed(const LookaheadAdapter& a) {
+  std::vector<T> p(a.embd.begin(), a.embd.end());
+  p.insert(p.end(), a.lora.params().begin(), a.lora.params().end());
+  return p;
+}
+
+PromptTarget<double> in_double(const PromptTarget<float>& t) {
+  PromptTarget<double> d;
+  d.n = t.n;
+  d.keys.assign(t.keys.begin(), t.keys.end());
+  d.values.assign(t.values.begin(), t.values.end());
+  d.importance.assign(t.importance.begin(), t.importance.end());
+  return d;
+}
+
+TEST(LookaheadKl, ZeroExactlyWhenThePredictionIsTheTruth) {
+  std::mt19937_64 rng(1);
+  std::uniform_real_distribution<double> u(0.01, 1.0);
+  const int n = 17;
+  std::vector<double> truth(n), w(n), grad(n);
+  for (double& t : truth) t = u(rng);
+  truth[4] = 0;  // a token the response never looks at
+  double total = 0;
+  for (double t : truth) total += t;
+  for (double& t : truth) t /= total;
+  // A prediction proportional to the truth (its zero entry still positive, as softmax is).
+  for (int j = 0; j < n; ++j) w[j] = j == 4 ? 1e-300 : 3.5 * truth[j];
+  EXPECT_NEAR(kl_to_normalized(truth.data(), w.data(), n, grad.data()), 0.0, 1e-12);
+  for (int j = 0; j < n; ++j) EXPECT_NEAR(grad[j] * w[j], 0.0, 1e-12) << j;  // a minimum: no slope
+
+  // Away from the truth the KL is positive, and its gradient matches finite differences.
+  for (double& x : w) x = u(rng);
+  const double kl = kl_to_normalized(truth.data(), w.data(), n, grad.data());
+  EXPECT_GT(kl, 0.0);
+  // By hand for two entries: truth (1, 0) against w (1, 3): KL = log(4).
+  const double t2[2] = {1, 0}, w2[2] = {1, 3};
+  EXPECT_NEAR(kl_to_normalized(t2, w2, 2, static_cast<double*>(nullptr)), std::log(4.0), 1e-15);
+  for (int j = 0; j < n; ++j) {
+    const double h = 1e-6 * w[j], keep = w[j];
+    w[j] = keep + h;
+    const double up = kl_to_normalized(truth.data(), w.data(), n, static_cast<double*>(nullptr));
+    w[j] = keep - h;
+    const double down = kl_to_normalized(truth.data(), w.data(), n, static_cast<double*>(nullptr));
+    w[j] = keep;
+    EXPECT_NEAR(grad[j], (up - down) / (2 * h), 1e-6 * std::max(1.0, std::abs(grad[j]))) << j;
+  }
+}
+
+TEST(LookaheadTarget, TruthIsNormalisedAndKvIsTheEnginesPromptKv) {
+  const auto model = Model::load(tiny(Arch::Llama));
+  const ModelConfig& c = model->config();
+  ThreadPool pool(2);
+  const auto prompt = tokens(30, 1), response = tokens(5, 2);
+  const PromptTarget<float> t = prompt_target(*model, pool, prompt, response);
+  ASSERT_EQ(t.n, 30);
+  for (int row = 0; row < c.n_layers * c.n_heads; ++row) {
+    double s = 0;
+    for (int j = 0; j < 30; ++j) s += t.importance[size_t(row) * 30 + j];
+    EXPECT_NEAR(s, 1.0, 1e-5);
+  }
+  PagedKvCache cache(c, 30);
+  Forward(*model, 64).run(prompt.data(), 30, 0, cache, pool);
+  for (int l = 0; l < c.n_layers; ++l)
+    for (int g = 0; g < c.n_kv_heads; ++g)
+      for (int i = 0; i < 30; ++i)
+        for (int d = 0; d < c.head_dim; ++d) {
+          const size_t at = ((size_t(l) * c.n_kv_heads + g) * 30 + i) * c.head_dim + d;
+          ASSERT_EQ(t.keys[at], cache.head(l, g).key(i)[d]);
+          ASSERT_EQ(t.values[at], cache.head(l, g).value(i)[d]);
+        }
+}
+
+// The training forward of the lookahead rows predicts what the inference press will see.
+TEST(LookaheadObjective, PredictionIsTheEnginesLookaheadAttention) {
+  for (Arch arch : {Arch::Llama, Arch::Qwen2, Arch::Qwen3}) {
+    const auto model = Model::load(tiny(arch));
+    const ModelConfig& c = model->config();
+    ThreadPool pool(2);
+    const LookaheadAdapter adapter = testing::random_adapter(*model, {6, 4, 16});
+    const auto prompt = tokens(40, 3);
+    const PromptTarget<float> target = prompt_target(*model, pool, prompt, tokens(4, 4));
+    const FrozenModel<float> base(*model);
+    LookaheadObjective<float> objective(base, 6, adapter.lora.layout(), adapter.lora.scale());
+    const std::vector<float> params = packed<float>(adapter);
+    objective.evaluate(params.data(), target, nullptr, pool);
+
+    PagedKvCache cache(c, 46);
+    Forward forward(*model, 64);
+    forward.run(prompt.data(), 40, 0, cache, pool);
+    AttentionAccumulator votes;
+    votes.reset(c, 40, 40);
+    cache.set_probe(&votes);
+    forward.run_rows(adapter.embd.data(), 6, 40, cache, pool, &adapter.lora);
+    for (int l = 0; l < c.n_layers; ++l)
+      for (int h = 0; h < c.n_heads; ++h)
+        for (int j = 0; j < 40; ++j)
+          ASSERT_NEAR(objective.prompt_attention(l, h)[j], votes.q_head_sums(l, h)[j], 2e-5)
+              << arch_name(arch) << " layer " << l << " head " << h << " token " << j;
+  }
+}
+
+TEST(LookaheadObjective, GradientMatchesFiniteDifferencesInDouble) {
+  for (Arch arch : {Arch::Llama, Arch::Qwen2, Arch::Qwen3}) {
+    const auto model = Model::load(tiny(arch));
+    ThreadPool pool(2);
+    const LookaheadAdapter adapter = testing::random_adapter(*model, {3, 2, 4}, 11);
+    const PromptTarget<double> target = in_double(prompt_target(*model, pool, tokens(12, 5), tokens(4, 6)));
+    const FrozenModel<double> base(*model);
+    LookaheadObjective<double> objective(base, 3, adapter.lora.layout(), adapter.lora.scale());
+    std::vector<double> params = packed<double>(adapter), grads(params.size(), 0.0);
+    const double loss = objective.evaluate(params.data(), target, grads.data(), pool);
+    EXPECT_GT(loss, 0.0);
+
+    // Every embedding coordinate of one row, and a few entries of A and B of every site and layer.
+    std::vector<int64_t> coords;
+    for (int d = 0; d < model->config().dim; ++d) coords.push_back(model->config().dim + d);
+    const LoraLayout& layout = adapter.lora.layout();
+    const int64_t lora0 = objective.embd_size();
+    for (int l = 0; l < layout.n_layers(); ++l)
+      for (LoraSite site : kAllLoraSites)
+        for (int64_t k : {int64_t(0), int64_t(7), int64_t(layout.rank()) * layout.in(site) - 1}) {
+          coords.push_back(lora0 + layout.a_offset(l, site) + k);
+          coords.push_back(lora0 + layout.b_offset(l, site) + k % (int64_t(layout.rank()) * layout.out(site)));
+        }
+    double max_err = 0, max_grad = 0;
+    for (int64_t i : coords) {
+      const double keep = params[i], h = 1e-5;
+      params[i] = keep + h;
+      const double up = objective.evaluate(params.data(), target, nullptr, pool);
+      params[i] = keep - h;
+      const double down = objective.evaluate(params.data(), target, nullptr, pool);
+      params[i] = keep;
+      const double numeric = (up - down) / (2 * h);
+      max_grad = std::max(max_grad, std::abs(numeric));
+      max_err = std::max(max_err, std::abs(numeric - grads[i]));
+      EXPECT_NEAR(grads[i], numeric, 1e-8 + 1e-6 * std::abs(numeric)) << arch_name(arch) << " coordinate " << i;
+    }
+    EXPECT_GT(max_grad, 1e-4) << "the gradient should not vanish";
+  }
+}
+
+}  // namespace
+}  // namespace kvslim
