@@ -5,14 +5,19 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <random>
 
 #include "lookahead/objective.h"
+#include "lookahead/trainer.h"
+#include "model/fingerprint.h"
 #include "lookahead/prompt_target.h"
 #include "model/forward.h"
 #include "press/attention_accumulator.h"
 #include "test_lookahead_adapter.h"
 #include "test_models.h"
+#include "util/error.h"
 
 namespace kvslim {
 namespace {
@@ -172,6 +177,90 @@ TEST(LookaheadObjective, GradientMatchesFiniteDifferencesInDouble) {
     }
     EXPECT_GT(max_grad, 1e-4) << "the gradient should not vanish";
   }
+}
+
+}  // namespace
+}  // namespace kvslim
+
+namespace kvslim {
+namespace {
+
+LookaheadTrainOptions small_run(const std::string& cache) {
+  LookaheadTrainOptions o;
+  o.shape = {8, 4, 16};
+  o.data.train_samples = 8;
+  o.data.heldout_samples = 4;
+  o.data.min_tokens = 64;
+  o.data.max_tokens = 300;
+  o.data.max_response = 8;
+  o.data.cache_path = cache;
+  o.steps = 40;
+  o.batch = 2;
+  o.lr = 3e-3f;
+  o.eval_every = 0;
+  o.recall_budget = 16;
+  return o;
+}
+
+TEST(LookaheadTraining, AShortRunLowersTheHeldOutKl) {
+  const auto model = Model::load(tiny(Arch::Llama));
+  ThreadPool pool(2);
+  const std::string cache = testing::temp_path("lookahead-responses-a.jsonl");
+  std::filesystem::remove(cache);
+  const LookaheadTrainOptions o = small_run(cache);
+  const LookaheadAdapter start = LookaheadAdapter::initial(*model, o.shape, 1);
+  TrainSummary s;
+  int heldout_reports = 0;
+  TrainCallbacks callbacks;
+  callbacks.heldout = [&](int, const HeldOutMetrics&) { ++heldout_reports; };
+  const LookaheadAdapter trained = train_lookahead(*model, pool, o, start, callbacks, s);
+  EXPECT_EQ(heldout_reports, 2);  // before and after
+  EXPECT_EQ(s.train_examples + s.heldout_examples + s.skipped, 12);
+  ASSERT_GT(s.heldout_examples, 0);
+  EXPECT_LT(s.final.kl, s.initial.kl * 0.95) << s.initial.kl << " -> " << s.final.kl;
+  EXPECT_NE(trained.embd, start.embd);
+
+  // Deterministic for a seed, and the second run takes every response from the cache.
+  TrainSummary again;
+  const LookaheadAdapter twice = train_lookahead(*model, pool, o, start, {}, again);
+  EXPECT_EQ(twice.embd, trained.embd);
+  EXPECT_TRUE(std::equal(twice.lora.params().begin(), twice.lora.params().end(), trained.lora.params().begin()));
+  std::ifstream in(cache);
+  const auto lines = std::count(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>(), '\n');
+  EXPECT_EQ(lines, 1 + 12);  // header and one line per prompt, written once
+}
+
+TEST(LookaheadTraining, ResponsesOfAnotherModelAreRefused) {
+  const auto model = Model::load(tiny(Arch::Llama));
+  testing::TinyModel other_spec;
+  other_spec.seed = 21;
+  const auto other = Model::load(testing::make_model(other_spec));
+  ThreadPool pool(2);
+  const std::string cache = testing::temp_path("lookahead-responses-b.jsonl");
+  std::filesystem::remove(cache);
+  ResponseDataOptions d = small_run(cache).data;
+  d.train_samples = 1;
+  response_samples(*model, pool, d, false);
+  try {
+    response_samples(*other, pool, d, false);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(fmt::format("{:016x}", model_fingerprint(*model))), std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(LookaheadTraining, BadOptionsAreRefused) {
+  const auto model = Model::load(tiny(Arch::Llama));
+  ThreadPool pool(1);
+  LookaheadTrainOptions o = small_run("");
+  const LookaheadAdapter start = LookaheadAdapter::initial(*model, o.shape, 1);
+  TrainSummary s;
+  o.steps = 0;
+  EXPECT_THROW(train_lookahead(*model, pool, o, start, {}, s), Error);
+  o = small_run("");
+  o.data.max_tokens = 100000;  // beyond the model's context
+  EXPECT_THROW(train_lookahead(*model, pool, o, start, {}, s), Error);
 }
 
 }  // namespace

@@ -14,5 +14,6 @@ void add_presses_command(CLI::App& app);
 void add_inspect_command(CLI::App& app);
 void add_train_tokenizer_command(CLI::App& app);
 void add_init_adapter_command(CLI::App& app);
+void add_train_lookahead_command(CLI::App& app);
 
 }  // namespace kvslim::cli

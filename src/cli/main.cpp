@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
   kvslim::cli::add_inspect_command(app);
   kvslim::cli::add_train_tokenizer_command(app);
   kvslim::cli::add_init_adapter_command(app);
+  kvslim::cli::add_train_lookahead_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
