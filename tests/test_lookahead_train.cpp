@@ -7,10 +7,13 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <numeric>
 #include <random>
 
 #include "lookahead/objective.h"
 #include "lookahead/trainer.h"
+#include "engine/session.h"
+#include "press/registry.h"
 #include "model/fingerprint.h"
 #include "lookahead/prompt_target.h"
 #include "model/forward.h"
@@ -261,6 +264,81 @@ TEST(LookaheadTraining, BadOptionsAreRefused) {
   o = small_run("");
   o.data.max_tokens = 100000;  // beyond the model's context
   EXPECT_THROW(train_lookahead(*model, pool, o, start, {}, s), Error);
+}
+
+}  // namespace
+}  // namespace kvslim
+
+namespace kvslim {
+namespace {
+
+// The held-out recall the trainer reports is what the presses really keep: sessions running
+// lookaheadkv (with the starting adapter) and snapkv on the held-out prompts.
+TEST(LookaheadTraining, HeldOutRecallIsWhatThePressesKeep) {
+  const auto model = Model::load(tiny(Arch::Llama));
+  const ModelConfig& c = model->config();
+  ThreadPool pool(2);
+  LookaheadTrainOptions o = small_run("");
+  o.data.heldout_samples = 3;
+  o.data.min_tokens = 80;
+  o.steps = 1;
+  const LookaheadAdapter start = testing::random_adapter(*model, o.shape);
+  HeldOutMetrics reported;
+  TrainCallbacks callbacks;
+  callbacks.heldout = [&](int step, const HeldOutMetrics& m) {
+    if (step == 0) reported = m;
+  };
+  TrainSummary s;
+  train_lookahead(*model, pool, o, start, callbacks, s);
+
+  const std::string adapter = testing::temp_path("recall-start-adapter.gguf");
+  start.save(adapter);
+  const int budget = o.recall_budget;
+  double lookahead = 0, snapkv = 0;
+  int heads = 0;
+  for (const ResponseSample& sample : response_samples(*model, pool, o.data, true)) {
+    if (sample.response.empty()) continue;
+    const PromptTarget<float> t = prompt_target(*model, pool, sample.prompt, sample.response);
+    auto kept = [&](const std::string& method, const std::vector<std::string>& options) {
+      const auto press = make_press(method, options);
+      Session session(*model, pool, EngineOptions{}, t.n + 1, press.get(), budget, 1, 1);
+      session.prefill(sample.prompt);
+      std::vector<std::vector<int32_t>> out;
+      for (int l = 0; l < c.n_layers; ++l)
+        for (int g = 0; g < c.n_kv_heads; ++g) {
+          std::vector<int32_t> positions;
+          for (int64_t i = 0; i < session.kv().head(l, g).size(); ++i)
+            positions.push_back(int32_t(session.kv().head(l, g).position(i)));
+          out.push_back(positions);
+        }
+      return out;
+    };
+    const auto by_lookahead = kept("lookaheadkv", {"adapter=" + adapter});
+    const auto by_snapkv = kept("snapkv", {});
+    for (int l = 0; l < c.n_layers; ++l)
+      for (int g = 0; g < c.n_kv_heads; ++g) {
+        std::vector<float> truth(size_t(t.n), 0.0f);
+        for (int h = g * c.group_size(); h < (g + 1) * c.group_size(); ++h)
+          for (int64_t j = 0; j < t.n; ++j) truth[j] += t.importance[(size_t(l) * c.n_heads + h) * t.n + j];
+        // Top B of the truth, ties to the lower position, ascending.
+        std::vector<int32_t> order(size_t(t.n));
+        std::iota(order.begin(), order.end(), 0);
+        std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return truth[a] > truth[b]; });
+        order.resize(budget);
+        std::sort(order.begin(), order.end());
+        auto hits = [&](const std::vector<int32_t>& keep) {
+          int n = 0;
+          for (int32_t p : keep) n += std::binary_search(order.begin(), order.end(), p);
+          return double(n) / budget;
+        };
+        lookahead += hits(by_lookahead[size_t(l) * c.n_kv_heads + g]);
+        snapkv += hits(by_snapkv[size_t(l) * c.n_kv_heads + g]);
+        ++heads;
+      }
+  }
+  ASSERT_GT(heads, 0);
+  EXPECT_NEAR(reported.snapkv_recall, snapkv / heads, 1e-9);
+  EXPECT_NEAR(reported.recall, lookahead / heads, 0.02);  // float paths may swap a near tie
 }
 
 }  // namespace

@@ -81,8 +81,8 @@ void run(Options& opt) {
   callbacks.progress = std::ref(progress);
   callbacks.heldout = [&](int step, const HeldOutMetrics& m) {
     progress.end_line();
-    fmt::print(stderr, "held-out after {} steps: KL {:.4f}, recall@{} {:.3f}\n", step, m.kl, opt.train.recall_budget,
-               m.recall);
+    fmt::print(stderr, "held-out after {} steps: KL {:.4f}, recall@{} {:.3f} (SnapKV {:.3f})\n", step, m.kl,
+               opt.train.recall_budget, m.recall, m.snapkv_recall);
   };
   TrainSummary s;
   const LookaheadAdapter adapter = train_lookahead(*model, pool, opt.train, start, callbacks, s);
@@ -91,10 +91,10 @@ void run(Options& opt) {
   fmt::print(stderr,
              "wrote {}\n{} training / {} held-out prompts ({} skipped: empty response), {:.1f} MB of targets; data "
              "{:.1f} s, training {:.1f} s ({:.2f} steps/s, {:.1f} ms per prompt forward+backward, {} threads)\n"
-             "held-out KL {:.4f} -> {:.4f}, recall@{} {:.3f} -> {:.3f}\n",
+             "held-out KL {:.4f} -> {:.4f}, recall@{} {:.3f} -> {:.3f} (SnapKV {:.3f})\n",
              opt.out, s.train_examples, s.heldout_examples, s.skipped, s.target_bytes / 1e6, s.data_seconds,
              s.train_seconds, steps_per_s, 1000.0 / (steps_per_s * opt.train.batch), pool.size(), s.initial.kl,
-             s.final.kl, opt.train.recall_budget, s.initial.recall, s.final.recall);
+             s.final.kl, opt.train.recall_budget, s.initial.recall, s.final.recall, s.final.snapkv_recall);
 }
 
 }  // namespace

@@ -14,7 +14,8 @@ constexpr int kBlock = 256;  // prefill block
 }  // namespace
 
 PromptTarget<float> prompt_target(const Model& model, ThreadPool& pool, const std::vector<int32_t>& prompt,
-                                  const std::vector<int32_t>& response) {
+                                  const std::vector<int32_t>& response, std::vector<float>* window_votes,
+                                  int window) {
   if (prompt.empty() || response.empty()) fail("a LookaheadKV training example needs a prompt and a response");
   const ModelConfig& c = model.config();
   const int64_t n = int64_t(prompt.size());
@@ -26,7 +27,18 @@ PromptTarget<float> prompt_target(const Model& model, ThreadPool& pool, const st
       forward.run(tokens.data() + start, len, pos0 + int64_t(start), cache, pool);
     }
   };
+  AttentionAccumulator votes;
+  if (window_votes) {
+    votes.reset(c, n, n - window);
+    cache.set_probe(&votes);
+  }
   run(prompt, 0);
+  if (window_votes) {
+    window_votes->resize(size_t(c.n_layers) * c.n_heads * n);
+    for (int l = 0; l < c.n_layers; ++l)
+      for (int h = 0; h < c.n_heads; ++h)
+        std::copy_n(votes.q_head_sums(l, h), n, &(*window_votes)[(size_t(l) * c.n_heads + h) * n]);
+  }
   AttentionAccumulator truth;
   truth.reset(c, n, n);
   cache.set_probe(&truth);

@@ -13,8 +13,11 @@
 
 namespace kvslim {
 
-// Throws for an empty prompt or response.
+// Throws for an empty prompt or response. With window_votes, also sums there the attention of
+// the last `window` prompt queries on the prompt ([layer][query head][n]): SnapKV's votes, the
+// baseline a trained adapter should beat.
 PromptTarget<float> prompt_target(const Model& model, ThreadPool& pool, const std::vector<int32_t>& prompt,
-                                  const std::vector<int32_t>& response);
+                                  const std::vector<int32_t>& response, std::vector<float>* window_votes = nullptr,
+                                  int window = 32);
 
 }  // namespace kvslim

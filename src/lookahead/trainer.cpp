@@ -8,6 +8,7 @@
 #include "lookahead/objective.h"
 #include "lookahead/prompt_target.h"
 #include "press/select.h"
+#include "press/snapkv_scores.h"
 #include "train/adamw.h"
 #include "train/lr_schedule.h"
 #include "util/error.h"
@@ -22,15 +23,19 @@ double seconds_since(Clock::time_point start) { return std::chrono::duration<dou
 
 constexpr int kPoolKernel = 7;  // the press's default pooling
 
-// The examples of one split, without the prompts the model answered with nothing.
+// The examples of one split, without the prompts the model answered with nothing; with
+// window_votes, also SnapKV's votes of each (held-out) example.
 std::vector<PromptTarget<float>> targets(const Model& model, ThreadPool& pool, const std::vector<ResponseSample>& samples,
-                                         const TrainCallbacks& callbacks, TrainSummary& summary) {
+                                         const TrainCallbacks& callbacks, TrainSummary& summary,
+                                         std::vector<std::vector<float>>* window_votes = nullptr) {
   std::vector<PromptTarget<float>> out;
   for (size_t i = 0; i < samples.size(); ++i) {
     if (samples[i].response.empty()) {
       ++summary.skipped;
     } else {
-      out.push_back(prompt_target(model, pool, samples[i].prompt, samples[i].response));
+      std::vector<float>* votes = nullptr;
+      if (window_votes) votes = &window_votes->emplace_back();
+      out.push_back(prompt_target(model, pool, samples[i].prompt, samples[i].response, votes, SnapKvSettings{}.window));
       summary.target_bytes += double(out.back().keys.size() + out.back().values.size() + out.back().importance.size()) *
                               sizeof(float);
     }
@@ -51,6 +56,40 @@ std::vector<float> group_mean(const ModelConfig& c, int kv_head, int64_t n, cons
   return mean;
 }
 
+// |a ∩ b| / budget for two ascending index lists.
+double overlap(const std::vector<int32_t>& a, const std::vector<int32_t>& b, int budget) {
+  std::vector<int32_t> both;
+  std::set_intersection(a.begin(), a.end(), b.begin(), b.end(), std::back_inserter(both));
+  return double(both.size()) / budget;
+}
+
+std::vector<float> truth_group_mean(const ModelConfig& c, const PromptTarget<float>& t, int layer, int kv_head) {
+  return group_mean(c, kv_head, t.n, [&](int h) { return &t.importance[(size_t(layer) * c.n_heads + h) * t.n]; });
+}
+
+// SnapKV's recall@B on the held-out prompts (fixed: it learns nothing).
+double snapkv_recall(const std::vector<PromptTarget<float>>& heldout, const std::vector<std::vector<float>>& votes,
+                     const ModelConfig& c, int budget) {
+  const SnapKvSettings snap;
+  double recall = 0;
+  int64_t heads = 0;
+  for (size_t i = 0; i < heldout.size(); ++i) {
+    const PromptTarget<float>& t = heldout[i];
+    if (t.n <= budget) continue;
+    for (int l = 0; l < c.n_layers; ++l)
+      for (int g = 0; g < c.n_kv_heads; ++g) {
+        const std::vector<float> v =
+            group_mean(c, g, t.n, [&](int h) { return &votes[i][(size_t(l) * c.n_heads + h) * t.n]; });
+        const int64_t prefix = std::max<int64_t>(0, t.n - snap.window);
+        const std::vector<float> pooled = pool1d(std::span<const float>(v).first(prefix), snap.kernel, snap.pooling);
+        recall += overlap(top_k_ascending(truth_group_mean(c, t, l, g), budget),
+                          window_plus_top(pooled, t.n, snap.window, budget), budget);
+        ++heads;
+      }
+  }
+  return heads ? recall / double(heads) : 0.0;
+}
+
 HeldOutMetrics evaluate_heldout(LookaheadObjective<float>& objective, const std::vector<float>& params,
                                 const std::vector<PromptTarget<float>>& heldout, const ModelConfig& c, int budget,
                                 ThreadPool& pool) {
@@ -61,15 +100,9 @@ HeldOutMetrics evaluate_heldout(LookaheadObjective<float>& objective, const std:
     if (t.n <= budget) continue;
     for (int l = 0; l < c.n_layers; ++l)
       for (int g = 0; g < c.n_kv_heads; ++g) {
-        const std::vector<float> truth = group_mean(c, g, t.n, [&](int h) {
-          return &t.importance[(size_t(l) * c.n_heads + h) * t.n];
-        });
         const std::vector<float> pred = group_mean(c, g, t.n, [&](int h) { return objective.prompt_attention(l, h); });
-        const std::vector<int32_t> want = top_k_ascending(truth, budget);
-        const std::vector<int32_t> kept = top_k_ascending(pool1d(pred, kPoolKernel, PoolKind::Max), budget);
-        std::vector<int32_t> both;
-        std::set_intersection(want.begin(), want.end(), kept.begin(), kept.end(), std::back_inserter(both));
-        m.recall += double(both.size()) / budget;
+        m.recall += overlap(top_k_ascending(truth_group_mean(c, t, l, g), budget),
+                            top_k_ascending(pool1d(pred, kPoolKernel, PoolKind::Max), budget), budget);
         ++recall_heads;
       }
   }
@@ -105,7 +138,10 @@ LookaheadAdapter train_lookahead(const Model& model, ThreadPool& pool, const Loo
   const std::vector<ResponseSample> train_samples = response_samples(model, pool, options.data, false, responses_progress);
   const std::vector<ResponseSample> heldout_samples = response_samples(model, pool, options.data, true, responses_progress);
   const std::vector<PromptTarget<float>> train = targets(model, pool, train_samples, callbacks, summary);
-  const std::vector<PromptTarget<float>> heldout = targets(model, pool, heldout_samples, callbacks, summary);
+  std::vector<std::vector<float>> heldout_votes;
+  const std::vector<PromptTarget<float>> heldout =
+      targets(model, pool, heldout_samples, callbacks, summary, &heldout_votes);
+  const double snapkv = snapkv_recall(heldout, heldout_votes, c, options.recall_budget);
   if (train.empty()) fail("the model answered every training prompt with nothing: no example to train on");
   summary.train_examples = int(train.size());
   summary.heldout_examples = int(heldout.size());
@@ -127,7 +163,9 @@ LookaheadAdapter train_lookahead(const Model& model, ThreadPool& pool, const Loo
   constexpr float kBeta1 = 0.9f, kBeta2 = 0.999f, kEps = 1e-8f;
 
   auto heldout_metrics = [&] {
-    return evaluate_heldout(objective, params, heldout, c, options.recall_budget, pool);
+    HeldOutMetrics m = evaluate_heldout(objective, params, heldout, c, options.recall_budget, pool);
+    m.snapkv_recall = snapkv;
+    return m;
   };
   summary.initial = heldout_metrics();
   if (callbacks.heldout) callbacks.heldout(0, summary.initial);

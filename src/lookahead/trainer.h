@@ -33,10 +33,12 @@ struct LookaheadTrainOptions {
 
 // Held-out quality: the loss (mean KL) and recall@B, the fraction of the B tokens with the most
 // ground-truth attention (group mean) that the press's own rule keeps (group mean of the
-// prediction, max-pool 7, top B), averaged over layers, KV heads and prompts longer than B.
+// prediction, max-pool 7, top B), averaged over layers, KV heads and prompts longer than B; and,
+// for reference, SnapKV's recall@B on the same prompts (its defaults: window 32, max-pool 7).
 struct HeldOutMetrics {
   double kl = 0;
   double recall = 0;
+  double snapkv_recall = 0;
 };
 
 struct TrainProgress {
