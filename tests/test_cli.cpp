@@ -185,6 +185,21 @@ TEST(Cli, InitAdapterWritesAnAdapterGenerateUses) {
   expect_clean_error(run("init-adapter -m " + tiny_model() + " -o " + adapter + " --rank 0"), "--rank");
 }
 
+TEST(Cli, TrainLookaheadWritesAnAdapterAndReportsHeldOutQuality) {
+  const std::string adapter = testing::temp_path("cli-trained-adapter.gguf");
+  const std::string args = "train-lookahead -m " + tiny_model() + " -o " + adapter +
+                           " --lookahead 4 --rank 2 --samples 2 --heldout 1 --batch 1 --min-tokens 64"
+                           " --max-tokens 80 --response-tokens 4 --recall-budget 8 --threads 2";
+  const CommandResult r = run(args + " --steps 3");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("held-out KL"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("SnapKV"), std::string::npos) << r.err;
+  const CommandResult gen = run("generate -m " + tiny_model() + " -p 'the cat sat on the mat' -n 2 --temp 0 --json "
+                                "--press lookaheadkv --budget 4 --press-opt adapter=" + adapter);
+  EXPECT_EQ(gen.exit_code, 0) << gen.err;
+  expect_clean_error(run(args + " --steps 0"), "--steps");
+}
+
 TEST(Cli, EverySubcommandHasHelp) {
   for (const char* sub : {"info", "tokenize", "generate", "init-model", "bench"}) {
     const CommandResult r = run(std::string(sub) + " --help");
