@@ -433,7 +433,7 @@ TEST(LookaheadAdapterFile, CorruptFilesAreRefusedNamingTheFault) {
                "not a LookaheadKV adapter");
   expect_error(rewritten(good, "a-rank.gguf", [](TensorEdit&) { return true; },
                          {{"lookahead.lora_rank", gguf::Value::of_u32(0)}}),
-               "--rank must be >= 1");
+               "lookahead.lora_rank 0 is outside [1, 4096]");
   expect_error(rewritten(good, "a-count.gguf", [](TensorEdit&) { return true; },
                          {{"lookahead.count", gguf::Value::of_u32(5)}}),
                "tensor 'lookahead.embd' has shape");

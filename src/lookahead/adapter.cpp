@@ -16,7 +16,7 @@ namespace kvslim {
 namespace {
 
 constexpr const char* kArchitecture = "kvslim-lookahead";
-constexpr int kMaxLookahead = 4096;
+constexpr int kMaxLookahead = 4096, kMaxRank = 4096;
 
 std::string lora_tensor(int layer, LoraSite site, char matrix) {
   return fmt::format("blk.{}.{}.lora_{}", layer, lora_site_name(site), matrix);
@@ -46,7 +46,7 @@ std::vector<uint8_t> f32_bytes(const float* values, size_t n) {
 void AdapterShape::validate() const {
   if (n_lookahead < 1 || n_lookahead > kMaxLookahead)
     fail("--lookahead must be in [1, {}] (got {})", kMaxLookahead, n_lookahead);
-  if (rank < 1) fail("--rank must be >= 1 (got {})", rank);
+  if (rank < 1 || rank > kMaxRank) fail("--rank must be in [1, {}] (got {})", kMaxRank, rank);
   if (!(alpha > 0) || !std::isfinite(alpha)) fail("--alpha must be a finite number > 0 (got {})", alpha);
 }
 
@@ -98,15 +98,12 @@ LookaheadAdapter LookaheadAdapter::load(const std::string& path, const ModelConf
     fail("{}: the adapter was made for the base model with fingerprint {:016x}, but this model's fingerprint is "
          "{:016x}",
          path, a.base_fingerprint, base_fingerprint);
-  AdapterShape shape;
-  shape.n_lookahead = int(std::min<uint64_t>(file.get_uint("lookahead.count"), kMaxLookahead + 1));
-  shape.rank = int(std::min<uint64_t>(file.get_uint("lookahead.lora_rank"), 1u << 20));
-  shape.alpha = float(file.get_float("lookahead.lora_alpha"));
-  try {
-    shape.validate();
-  } catch (const Error& e) {
-    fail("{}: bad hyper-parameters: {}", path, e.what());
-  }
+  const uint64_t count = file.get_uint("lookahead.count"), rank = file.get_uint("lookahead.lora_rank");
+  const double alpha = file.get_float("lookahead.lora_alpha");
+  if (count < 1 || count > kMaxLookahead) fail("{}: lookahead.count {} is outside [1, {}]", path, count, kMaxLookahead);
+  if (rank < 1 || rank > kMaxRank) fail("{}: lookahead.lora_rank {} is outside [1, {}]", path, rank, kMaxRank);
+  if (!(alpha > 0) || !std::isfinite(alpha)) fail("{}: lookahead.lora_alpha {} is not a finite number > 0", path, alpha);
+  const AdapterShape shape{int(count), int(rank), float(alpha)};
   a.n_lookahead = shape.n_lookahead;
   a.lora = LoraAdapter(base, shape.rank, shape.alpha);
   a.embd.resize(size_t(a.n_lookahead) * base.dim);
