@@ -201,11 +201,101 @@ TEST(Cli, TrainLookaheadWritesAnAdapterAndReportsHeldOutQuality) {
 }
 
 TEST(Cli, EverySubcommandHasHelp) {
-  for (const char* sub : {"info", "tokenize", "generate", "init-model", "bench"}) {
+  for (const char* sub : {"info", "tokenize", "generate", "init-model", "bench", "train-tokenizer"}) {
     const CommandResult r = run(std::string(sub) + " --help");
     EXPECT_EQ(r.exit_code, 0) << sub;
     EXPECT_NE(r.out.find("Usage"), std::string::npos) << sub;
   }
+}
+
+std::string write_text(const std::string& name, const std::string& text) {
+  const std::string path = testing::temp_path(name);
+  std::ofstream(path, std::ios::binary) << text;
+  return path;
+}
+
+TEST(Cli, TrainTokenizerWritesAVocabularyThatTokenizeAndInitModelLoad) {
+  std::string a, b;
+  for (int i = 0; i < 50; ++i) {
+    a += "One of the special magic numbers for apple is: " + std::to_string(1000000 + 7919 * i) + ".\n";
+    b += "The grass is green. The sky is blue. The pass key is " + std::to_string(10000 + 31 * i) + ".\n";
+  }
+  const std::string out = testing::temp_path("trained-tok.gguf");
+  // The second input comes from stdin.
+  const CommandResult r = run("train-tokenizer -i " + write_text("corpus-a.txt", a) + " -i - --vocab 300 -o " + out +
+                              " < " + write_text("corpus-b.txt", b));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("300 tokens"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("42 merges"), std::string::npos) << r.out;  // 300 - 256 bytes - 2 specials
+
+  // The reported compression counts the tokens `tokenize` gives for the same text.
+  const std::string both = write_text("corpus-ab.txt", a + b);
+  const CommandResult ids = run("tokenize -m " + out + " -f " + both);
+  ASSERT_EQ(ids.exit_code, 0) << ids.err;
+  const size_t n_tokens = std::count(ids.out.begin(), ids.out.end(), ' ') + 1;
+  EXPECT_NE(r.out.find(fmt::format("{} bytes in 2 input(s) -> {} tokens, {:.3f} bytes per token", a.size() + b.size(),
+                                   n_tokens, double(a.size() + b.size()) / double(n_tokens))),
+            std::string::npos)
+      << r.out;
+  EXPECT_LT(n_tokens, (a.size() + b.size()) / 2);  // the merges compress this repetitive text
+
+  const std::string model = testing::temp_path("trained-tok-model.gguf");
+  ASSERT_EQ(run("init-model --layers 1 --dim 32 --heads 2 --kv-heads 1 --ffn 64 --vocab-from " + out + " -o " + model)
+                .exit_code,
+            0);
+  const auto info = nlohmann::json::parse(run("info " + model + " --json").out);
+  EXPECT_EQ(info["tokenizer"]["model"], "gpt2");
+  EXPECT_EQ(info["tokenizer"]["pre"], "qwen2");
+  EXPECT_EQ(info["tokenizer"]["tokens"], 300);
+  EXPECT_EQ(info["tokenizer"]["bos"], 298);
+}
+
+TEST(Cli, TrainTokenizerRefusesBadRequests) {
+  const std::string corpus = write_text("corpus-small.txt", "the cat sat on the mat\n");
+  const std::string out = " -o " + testing::temp_path("refused-tok.gguf");
+  expect_clean_error(run("train-tokenizer -i " + corpus + " --vocab 100" + out), "258");
+  expect_clean_error(run("train-tokenizer -i /nonexistent/corpus.txt" + out), "/nonexistent/corpus.txt");
+  expect_clean_error(run("train-tokenizer -i " + write_text("empty.txt", "") + out), "empty");
+  expect_clean_error(run("train-tokenizer -i " + corpus + " --pre nope" + out), "nope");
+  expect_clean_error(run("train-tokenizer -i " + corpus + " --vocab 4096" + out), "at most");
+  expect_clean_error(run("train-tokenizer -i " + corpus + " --vocab 260 -o /nonexistent/dir/tok.gguf"),
+                     "/nonexistent/dir/tok.gguf");
+}
+
+}  // namespace
+}  // namespace kvslim
+
+namespace kvslim {
+namespace {
+
+TEST(Cli, TrainModelWritesALoadableModelAndAJsonLog) {
+  const std::string out = testing::temp_path("cli-trained.gguf"), log = testing::temp_path("cli-train-log.jsonl");
+  std::filesystem::remove(log);
+  const CommandResult r = run("train-model --layers 1 --dim 32 --heads 2 --kv-heads 1 --ffn 64 --ctx 320 --steps 3 "
+                              "--warmup 1 --batch-tokens 300 --tasks passkey --curriculum 256 --threads 2 -o " +
+                              out + " --log " + log);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("step 3/3"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("tok/s"), std::string::npos) << r.err;
+  std::ifstream in(log);
+  std::string line;
+  int steps = 0;
+  while (std::getline(in, line)) {
+    const auto j = nlohmann::json::parse(line);
+    EXPECT_EQ(j["step"].get<int>(), ++steps);
+    EXPECT_GT(j["loss"].get<double>(), 0.0);
+  }
+  EXPECT_EQ(steps, 3);
+  const CommandResult info = run("info " + out);
+  EXPECT_EQ(info.exit_code, 0) << info.err;
+}
+
+TEST(Cli, TrainModelRejectsBadOptionsInOneLine) {
+  const std::string out = testing::temp_path("cli-bad.gguf");
+  expect_clean_error(run("train-model --tasks nosuchtask -o " + out), "nosuchtask");
+  expect_clean_error(run("train-model --curriculum 256:0 -o " + out), "curriculum");
+  expect_clean_error(run("train-model --dim 30 --heads 4 -o " + out), "dim 30");
+  expect_clean_error(run("train-model --resume -o " + out), "--checkpoint");
 }
 
 }  // namespace

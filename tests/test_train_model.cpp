@@ -278,6 +278,9 @@ TEST(TrainModel, MicroBatchesGiveTheGradientOfTheWholeBatch) {
   model.params() = p0;
   const StepStats b = train_step(model, opt2, batch, split, pool);
   EXPECT_NEAR(a.loss, b.loss, 1e-5 * a.loss);
+  // Weights are 0 or 1 here, so the loss is the mean nll of the weight-1 tokens.
+  EXPECT_EQ(a.answer_tokens, 30);
+  EXPECT_NEAR(a.answer_loss, a.loss, 1e-9 * a.loss);
   EXPECT_DOUBLE_EQ(a.weight, 30.0);
   double err = 0, scale = 0;
   for (size_t i = 0; i < g1.size(); ++i) {

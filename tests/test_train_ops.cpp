@@ -302,8 +302,10 @@ TEST(TrainOps, CrossEntropyByHand) {
   Vec logits(8, 0.3);
   const std::vector<int32_t> targets = {2, 0};
   const std::vector<float> weights = {1.0f, 0.5f};
-  EXPECT_NEAR(cross_entropy_forward(logits.data(), targets.data(), weights.data(), 2, 4, pool), 1.5 * std::log(4.0),
-              1e-12);
+  std::vector<double> nll(2);
+  EXPECT_NEAR(cross_entropy_forward(logits.data(), targets.data(), weights.data(), 2, 4, nll.data(), pool),
+              1.5 * std::log(4.0), 1e-12);
+  EXPECT_NEAR(nll[1], std::log(4.0), 1e-12);
   EXPECT_NEAR(logits[0], 0.25, 1e-15);
   cross_entropy_backward(logits.data(), targets.data(), weights.data(), 2, 4, 2.0, pool);
   EXPECT_NEAR(logits[2], 2.0 * (0.25 - 1), 1e-15);
@@ -318,12 +320,13 @@ TEST(TrainOps, CrossEntropyGradient) {
   const std::vector<int32_t> targets = {4, 0, 8, 4, 2};
   const std::vector<float> weights = {1.0f, 0.0f, 0.25f, 2.0f, 1.0f};  // a zero weight drops the token
   const double scale = 0.7;
+  std::vector<double> nll(n);
   auto loss = [&] {
     Vec p = logits;
-    return scale * cross_entropy_forward(p.data(), targets.data(), weights.data(), n, vocab, pool);
+    return scale * cross_entropy_forward(p.data(), targets.data(), weights.data(), n, vocab, nll.data(), pool);
   };
   Vec d = logits;
-  cross_entropy_forward(d.data(), targets.data(), weights.data(), n, vocab, pool);
+  cross_entropy_forward(d.data(), targets.data(), weights.data(), n, vocab, nll.data(), pool);
   cross_entropy_backward(d.data(), targets.data(), weights.data(), n, vocab, scale, pool);
   EXPECT_LT(gradient_error(logits, d, loss), kTol);
   for (int i = 0; i < vocab; ++i) EXPECT_EQ(d[1 * vocab + i], 0.0);
@@ -334,7 +337,8 @@ TEST(TrainOps, CrossEntropyRejectsTargetOutsideVocabulary) {
   Vec logits(4, 0.0);
   const int32_t target = 4;
   const float weight = 0;
-  EXPECT_THROW(cross_entropy_forward(logits.data(), &target, &weight, 1, 4, pool), Error);
+  double nll = 0;
+  EXPECT_THROW(cross_entropy_forward(logits.data(), &target, &weight, 1, 4, &nll, pool), Error);
 }
 
 }  // namespace

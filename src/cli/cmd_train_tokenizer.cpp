@@ -27,7 +27,8 @@ void add_train_tokenizer_command(CLI::App& app) {
     std::string out;
   };
   auto opt = std::make_shared<Options>();
-  CLI::App* cmd = app.add_subcommand("train-tokenizer", "learn a byte-level BPE vocabulary and write it as a gpt2 GGUF tokenizer");
+  CLI::App* cmd =
+      app.add_subcommand("train-tokenizer", "learn a byte-level BPE vocabulary and write it as a gpt2 GGUF tokenizer");
   cmd->add_option("-i,--input", opt->inputs, "training text file, repeatable (- reads stdin)")->required();
   cmd->add_option("--vocab", opt->trainer.vocab_size, "tokens in all: 256 bytes, merge results, BOS and EOS")
       ->capture_default_str();
@@ -56,13 +57,15 @@ void add_train_tokenizer_command(CLI::App& app) {
     const Tokenizer tokenizer = Tokenizer::from_gguf(gguf::File::open(opt->out));
     size_t n_tokens = 0;
     for (const std::string& text : texts) {
-      for (const std::string_view chunk : tok::line_chunks(text)) n_tokens += tokenizer.encode(chunk, false, false).size();
+      for (const std::string_view chunk : tok::line_chunks(text))
+        n_tokens += tokenizer.encode(chunk, false, false).size();
     }
     const double encoding_s = seconds_since(encoding_start);
 
-    fmt::print("vocabulary: {} tokens = 256 bytes + {} merge results + BOS {} + EOS {} ({} merges, pre-tokenizer {}{})\n",
-               vocab.tokens.size(), vocab.tokens.size() - tok::BpeTrainer::kMinVocabSize, vocab.bos_id, vocab.eos_id,
-               vocab.merges.size(), vocab.pre, opt->trainer.allow_digit_merges ? ", digit merges allowed" : "");
+    fmt::print(
+        "vocabulary: {} tokens = 256 bytes + {} merge results + BOS {} + EOS {} ({} merges, pre-tokenizer {}{})\n",
+        vocab.tokens.size(), vocab.tokens.size() - tok::BpeTrainer::kMinVocabSize, vocab.bos_id, vocab.eos_id,
+        vocab.merges.size(), vocab.pre, opt->trainer.allow_digit_merges ? ", digit merges allowed" : "");
     fmt::print("training text: {} bytes in {} input(s) -> {} tokens, {:.3f} bytes per token\n", text_bytes,
                texts.size(), n_tokens, double(text_bytes) / double(std::max<size_t>(n_tokens, 1)));
     fmt::print("time: {:.2f} s reading and pre-tokenizing, {:.2f} s merging, {:.2f} s encoding to measure\n",

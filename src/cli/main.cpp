@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
   kvslim::cli::add_presses_command(app);
   kvslim::cli::add_inspect_command(app);
   kvslim::cli::add_train_tokenizer_command(app);
+  kvslim::cli::add_train_model_command(app);
   kvslim::cli::add_init_adapter_command(app);
   kvslim::cli::add_train_lookahead_command(app);
   try {

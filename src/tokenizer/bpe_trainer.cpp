@@ -119,8 +119,8 @@ class Merger {
 
   void merge(int32_t left, int32_t right) {
     merges_.push_back(tokens_[left] + " " + tokens_[right]);
-    // Merge results only join mergeable tokens, so they are mergeable too. A result may spell
-    // an existing token (e.g. "ab"+"c" after "a"+"bc"); it then reuses that id.
+    // Merge results only join mergeable tokens, so they are mergeable too. Should two merges
+    // ever spell the same string, the token keeps its first id (as in Hugging Face's trainer).
     const int32_t merged = add_token(tokens_[left] + tokens_[right], true);
 
     const uint64_t key = pair_key(left, right);
@@ -129,37 +129,51 @@ class Merger {
     std::sort(affected.begin(), affected.end());
     affected.erase(std::unique(affected.begin(), affected.end()), affected.end());
 
-    // The count changes of every pair, taken as "remove the word's old pairs, add its new ones".
-    std::unordered_map<uint64_t, int64_t> delta;
+    // Only the pairs around each replaced occurrence change: for "p A B n" -> "p X n", (p, A)
+    // and (B, n) lose the word's count, (p, X) and (X, n) gain it. `p` is taken from the
+    // rewritten word, so back-to-back occurrences ("A B A B" -> "X X") come out right.
+    changes_.clear();
+    const auto change = [&](int32_t a, int32_t b, int64_t by) {
+      if (mergeable_[a] && mergeable_[b]) changes_.push_back({pair_key(a, b), by});
+    };
     for (const uint32_t index : affected) {
       Word& word = words_[index];
       std::vector<int32_t>& s = word.symbols;
-      bool found = false;
-      for (size_t i = 1; i < s.size() && !found; ++i) found = s[i - 1] == left && s[i] == right;
-      if (!found) continue;  // the word lost this pair to an earlier merge
-
-      for_each_pair(word, [&](uint64_t k) { delta[k] -= word.count; });
       size_t out = 0;
       for (size_t i = 0; i < s.size(); ++i) {
         if (i + 1 < s.size() && s[i] == left && s[i + 1] == right) {
+          change(left, right, -word.count);
+          if (out > 0) {
+            change(s[out - 1], left, -word.count);
+            change(s[out - 1], merged, word.count);
+          }
+          if (i + 2 < s.size()) {
+            change(right, s[i + 2], -word.count);
+            change(merged, s[i + 2], word.count);
+          }
           s[out++] = merged;
           ++i;
         } else {
           s[out++] = s[i];
         }
       }
+      if (out == s.size()) continue;  // the word lost this pair to an earlier merge
       s.resize(out);
       for_each_pair(word, [&](uint64_t k) {
-        delta[k] += word.count;
         if (key_left(k) == merged || key_right(k) == merged) where_[k].push_back(index);
       });
     }
 
-    for (const auto& [k, change] : delta) {
-      if (change == 0) continue;
+    // Sum the changes per pair, then apply them; a pair whose count rose is queued afresh.
+    std::sort(changes_.begin(), changes_.end());
+    for (size_t i = 0; i < changes_.size();) {
+      const uint64_t k = changes_[i].first;
+      int64_t total = 0;
+      for (; i < changes_.size() && changes_[i].first == k; ++i) total += changes_[i].second;
+      if (total == 0) continue;
       int64_t& count = counts_[k];
-      count += change;
-      if (change > 0) push({count, key_left(k), key_right(k)});
+      count += total;
+      if (total > 0) push({count, key_left(k), key_right(k)});
       if (count == 0) counts_.erase(k);
     }
   }
@@ -169,9 +183,10 @@ class Merger {
   std::vector<bool> mergeable_;  // false: an ASCII digit while digit merges are off
   std::vector<std::string> merges_;
   std::vector<Word> words_;
-  std::unordered_map<uint64_t, int64_t> counts_;                // mergeable pairs that occur
-  std::unordered_map<uint64_t, std::vector<uint32_t>> where_;   // pair -> words (may repeat or be stale)
+  std::unordered_map<uint64_t, int64_t> counts_;               // mergeable pairs that occur
+  std::unordered_map<uint64_t, std::vector<uint32_t>> where_;  // pair -> words (may repeat or be stale)
   std::vector<Entry> heap_;
+  std::vector<std::pair<uint64_t, int64_t>> changes_;  // one merge's pair count changes (reused)
 };
 
 }  // namespace
@@ -203,9 +218,10 @@ TrainedVocab BpeTrainer::train() const {
   const int32_t target = options_.vocab_size - kSpecialTokens;
   while (merger.n_tokens() < target) {
     if (!merger.merge_best()) {
-      fail("the training text has no pair left to merge after {} merges: it supports at most {} tokens, not {}; "
-           "give more text or a smaller vocabulary",
-           merger.merges().size(), merger.n_tokens() + kSpecialTokens, options_.vocab_size);
+      fail(
+          "the training text has no pair left to merge after {} merges: it supports at most {} tokens, not {}; "
+          "give more text or a smaller vocabulary",
+          merger.merges().size(), merger.n_tokens() + kSpecialTokens, options_.vocab_size);
     }
   }
 

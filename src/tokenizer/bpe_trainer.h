@@ -20,6 +20,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -30,8 +31,8 @@
 namespace kvslim::tok {
 
 struct BpeTrainerOptions {
-  int32_t vocab_size = 2048;        // all tokens: 256 bytes + merge results + BOS + EOS
-  std::string pre = "qwen2";        // Llama-3 style words and punctuation, every digit its own piece
+  int32_t vocab_size = 2048;  // all tokens: 256 bytes + merge results + BOS + EOS
+  std::string pre = "qwen2";  // Llama-3 style words and punctuation, every digit its own piece
   bool allow_digit_merges = false;
 };
 

@@ -174,14 +174,19 @@ std::vector<std::string_view> PreTokenizer::split(std::string_view text) const {
   return pieces;
 }
 
+namespace {
+
+bool is_ascii_graphic(char c) { return c > ' ' && c < 0x7F; }
+
+}  // namespace
+
 std::vector<std::string_view> line_chunks(std::string_view text, size_t target_bytes) {
   std::vector<std::string_view> chunks;
   size_t begin = 0;
   while (begin < text.size()) {
     size_t end = text.size();
-    for (size_t pos = begin + std::max<size_t>(target_bytes, 1) - 1; pos + 1 < text.size(); ++pos) {
-      const char next = text[pos + 1];
-      if (text[pos] == '\n' && next > ' ' && next < 0x7F) {
+    for (size_t pos = begin + std::max<size_t>(target_bytes, 2) - 1; pos + 1 < text.size(); ++pos) {
+      if (text[pos] == '\n' && is_ascii_graphic(text[pos - 1]) && is_ascii_graphic(text[pos + 1])) {
         end = pos + 1;
         break;
       }

@@ -47,11 +47,11 @@ class PreTokenizer {
   bool default_add_bos_ = false;
 };
 
-// Cuts `text` into consecutive chunks of about `target_bytes` (or more: a chunk ends only at a
-// line start, after a '\n' followed by an ASCII letter, digit or punctuation character). No
-// piece of any supported pre-tokenizer spans such a point (every alternative that takes a
-// '\n' stops before the next non-whitespace character), so splitting the chunks one by one
-// gives the pieces of the whole text while ICU's UTF-16 copy stays small.
+// Cuts `text` into consecutive chunks of about `target_bytes` or more: a chunk ends only at a
+// lone '\n' between two ASCII letters, digits or punctuation characters. No piece of any
+// supported pre-tokenizer spans such a newline or depends on what lies beyond it (a whitespace
+// run that ends a piece is just "\n" there, with or without the text after it), so splitting the
+// chunks one by one gives the pieces of the whole text while ICU's UTF-16 copy stays small.
 std::vector<std::string_view> line_chunks(std::string_view text, size_t target_bytes = size_t{1} << 20);
 
 }  // namespace kvslim::tok

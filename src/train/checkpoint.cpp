@@ -9,6 +9,8 @@ namespace kvslim::train {
 
 namespace {
 
+constexpr const char* kRunPrefix = "train.run.";
+
 std::vector<uint8_t> float_bytes(const std::vector<float>& v) {
   const auto* p = reinterpret_cast<const uint8_t*>(v.data());
   return std::vector<uint8_t>(p, p + v.size() * sizeof(float));
@@ -30,9 +32,13 @@ float get_f32(const gguf::File& file, const char* key) { return float(file.get_f
 
 void save_checkpoint(const std::string& path, const TrainModel<float>& model, const AdamW& optimizer,
                      const StepOptions& step_options, uint64_t seed, uint64_t data_position,
-                     const std::string& vocab_path) {
+                     const std::string& vocab_path, const std::vector<gguf::MetadataEntry>& run_keys) {
   using gguf::Value;
   gguf::Writer w;
+  for (const gguf::MetadataEntry& e : run_keys) {
+    if (!e.key.starts_with(kRunPrefix)) fail("checkpoint key '{}' does not start with '{}'", e.key, kRunPrefix);
+    w.set(e.key, e.value);
+  }
   add_model_to_gguf(w, model, DType::F32, vocab_path);
   w.set("train.step", Value::of_u64(uint64_t(optimizer.steps())));
   w.set("train.seed", Value::of_u64(seed));
@@ -75,6 +81,9 @@ Checkpoint load_checkpoint(const std::string& path) {
   s.min_ratio = get_f32(file, "train.min_lr_ratio");
   ck.step_options.clip = get_f32(file, "train.clip");
   ck.step_options.micro_tokens = int64_t(file.get_uint("train.micro_tokens"));
+
+  for (const gguf::MetadataEntry& e : file.metadata())
+    if (e.key.starts_with(kRunPrefix)) ck.run_keys.push_back(e);
 
   const ParamLayout layout(training_config(ck.config), ck.tied_output);
   ck.params.resize(size_t(layout.size()));

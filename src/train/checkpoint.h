@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "gguf/gguf.h"
 #include "model/config.h"
 #include "train/adamw.h"
 #include "train/train_model.h"
@@ -25,12 +26,15 @@ struct Checkpoint {
   uint64_t data_position = 0;  // samples the data stream has handed out
   int64_t step = 0;            // updates done
   std::vector<float> params, adam_m, adam_v;
+  // The caller's own keys (the trainer's data and curriculum settings), all "train.run.*".
+  std::vector<gguf::MetadataEntry> run_keys;
 };
 
 // vocab_path: the tokenizer GGUF whose keys the checkpoint carries (empty: byte vocabulary).
+// run_keys must all start with "train.run." (throws otherwise).
 void save_checkpoint(const std::string& path, const TrainModel<float>& model, const AdamW& optimizer,
                      const StepOptions& step_options, uint64_t seed, uint64_t data_position,
-                     const std::string& vocab_path);
+                     const std::string& vocab_path, const std::vector<gguf::MetadataEntry>& run_keys = {});
 
 // Throws naming the file and the missing or inconsistent key or tensor.
 Checkpoint load_checkpoint(const std::string& path);

@@ -89,12 +89,12 @@ template <class T>
 void swiglu_backward(const T* gate, const T* up, const T* dh, int64_t n, T* d_gate, T* d_up);
 
 // ---- cross-entropy with per-token weights (ops_cross_entropy.cpp) ----
-// Turns logits [n][vocab] into probabilities in place and returns sum_t weights[t] * nll_t,
-// nll_t = -log softmax(logits_t)[targets[t]]. A token with weight 0 adds nothing (its target
-// is still checked to be in the vocabulary).
+// Turns logits [n][vocab] into probabilities in place, writes nll[t] = -log softmax(logits_t)[targets[t]]
+// and returns sum_t weights[t] * nll[t]. A token with weight 0 adds nothing (its target is
+// still checked to be in the vocabulary).
 template <class T>
 double cross_entropy_forward(T* logits_to_probs, const int32_t* targets, const float* weights, int64_t n, int vocab,
-                             ThreadPool& pool);
+                             double* nll, ThreadPool& pool);
 // The gradient of scale * sum_t weights[t] * nll_t, written over the probabilities in place:
 // d_logits[t] = scale * weights[t] * (probs[t] - onehot(targets[t])).
 template <class T>

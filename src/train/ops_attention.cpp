@@ -33,6 +33,15 @@ void tile_probabilities(const T* q, const T* k, const Strides& st, int hd, int64
   }
 }
 
+// Per-thread tile scratch, kept between calls (a fresh multi-megabyte buffer per call would be
+// page-faulted in every time). Slot picks one of several buffers a function needs at once.
+template <class T, int Slot>
+T* tile_buffer(size_t size) {
+  thread_local std::vector<T> buffer;
+  if (buffer.size() < size) buffer.resize(size);
+  return buffer.data();
+}
+
 // Calls fn(begin, length, kv_head) for every (sequence, KV head) pair, split across threads.
 template <class F>
 void for_each_sequence_head(const std::vector<int64_t>& seq_starts, int n_kv_heads, ThreadPool& pool, F&& fn) {
@@ -64,7 +73,7 @@ void attention_forward(const T* q, const T* k, const T* v, const std::vector<int
   const Strides st{int64_t(shape.n_heads) * hd, int64_t(shape.n_kv_heads) * hd};
   const T scale = T(1) / std::sqrt(T(hd));
   for_each_sequence_head(seq_starts, shape.n_kv_heads, pool, [&](int64_t begin, int64_t n, int g) {
-    std::vector<T> s(size_t(std::min(n, kQueryTile) * n));
+    T* s = tile_buffer<T, 0>(size_t(std::min(n, kQueryTile) * n));
     const T* kg = k + begin * st.kv + int64_t(g) * hd;
     const T* vg = v + begin * st.kv + int64_t(g) * hd;
     for (int h = g * group; h < (g + 1) * group; ++h) {
@@ -72,8 +81,8 @@ void attention_forward(const T* q, const T* k, const T* v, const std::vector<int
       T* oh = out + begin * st.q + int64_t(h) * hd;
       for (int64_t t0 = 0; t0 < n; t0 += kQueryTile) {
         const int64_t rows = std::min(kQueryTile, n - t0), cols = t0 + rows;
-        tile_probabilities(qh, kg, st, hd, t0, rows, scale, s.data());
-        gemm<T>(false, false, rows, hd, cols, T(1), s.data(), cols, vg, st.kv, T(0), oh + t0 * st.q, st.q);
+        tile_probabilities(qh, kg, st, hd, t0, rows, scale, s);
+        gemm<T>(false, false, rows, hd, cols, T(1), s, cols, vg, st.kv, T(0), oh + t0 * st.q, st.q);
       }
     }
   });
@@ -88,7 +97,8 @@ void attention_backward(const T* q, const T* k, const T* v, const T* d_out, cons
   const T scale = T(1) / std::sqrt(T(hd));
   for_each_sequence_head(seq_starts, shape.n_kv_heads, pool, [&](int64_t begin, int64_t n, int g) {
     const size_t tile_size = size_t(std::min(n, kQueryTile) * n);
-    std::vector<T> p(tile_size), dp(tile_size);
+    T* p = tile_buffer<T, 0>(tile_size);
+    T* dp = tile_buffer<T, 1>(tile_size);
     const T* kg = k + begin * st.kv + int64_t(g) * hd;
     const T* vg = v + begin * st.kv + int64_t(g) * hd;
     T* dkg = dk + begin * st.kv + int64_t(g) * hd;
@@ -103,19 +113,19 @@ void attention_backward(const T* q, const T* k, const T* v, const T* d_out, cons
       T* dqh = dq + begin * st.q + int64_t(h) * hd;
       for (int64_t t0 = 0; t0 < n; t0 += kQueryTile) {
         const int64_t rows = std::min(kQueryTile, n - t0), cols = t0 + rows;
-        tile_probabilities(qh, kg, st, hd, t0, rows, scale, p.data());
-        gemm<T>(true, false, cols, hd, rows, T(1), p.data(), cols, doh + t0 * st.q, st.q, T(1), dvg, st.kv);
-        gemm<T>(false, true, rows, cols, hd, T(1), doh + t0 * st.q, st.q, vg, st.kv, T(0), dp.data(), cols);
+        tile_probabilities(qh, kg, st, hd, t0, rows, scale, p);
+        gemm<T>(true, false, cols, hd, rows, T(1), p, cols, doh + t0 * st.q, st.q, T(1), dvg, st.kv);
+        gemm<T>(false, true, rows, cols, hd, T(1), doh + t0 * st.q, st.q, vg, st.kv, T(0), dp, cols);
         for (int64_t i = 0; i < rows; ++i) {
-          T* pr = p.data() + i * cols;
-          const T* dpr = dp.data() + i * cols;
+          T* pr = p + i * cols;
+          const T* dpr = dp + i * cols;
           const int64_t visible = t0 + i + 1;
           T d = 0;
           for (int64_t j = 0; j < visible; ++j) d += pr[j] * dpr[j];
           for (int64_t j = 0; j < visible; ++j) pr[j] *= dpr[j] - d;  // p now holds dS
         }
-        gemm<T>(false, false, rows, hd, cols, scale, p.data(), cols, kg, st.kv, T(0), dqh + t0 * st.q, st.q);
-        gemm<T>(true, false, cols, hd, rows, scale, p.data(), cols, qh + t0 * st.q, st.q, T(1), dkg, st.kv);
+        gemm<T>(false, false, rows, hd, cols, scale, p, cols, kg, st.kv, T(0), dqh + t0 * st.q, st.q);
+        gemm<T>(true, false, cols, hd, rows, scale, p, cols, qh + t0 * st.q, st.q, T(1), dkg, st.kv);
       }
     }
   });

@@ -15,9 +15,8 @@ void check_targets(const int32_t* targets, int64_t n, int vocab) {
 
 template <class T>
 double cross_entropy_forward(T* logits, const int32_t* targets, const float* weights, int64_t n, int vocab,
-                             ThreadPool& pool) {
+                             double* nll, ThreadPool& pool) {
   check_targets(targets, n, vocab);
-  std::vector<double> nll(n);
   pool.parallel_for_fn(n, [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t) {
       T* row = logits + t * vocab;
@@ -44,8 +43,9 @@ void cross_entropy_backward(T* probs, const int32_t* targets, const float* weigh
   });
 }
 
-template double cross_entropy_forward<float>(float*, const int32_t*, const float*, int64_t, int, ThreadPool&);
-template double cross_entropy_forward<double>(double*, const int32_t*, const float*, int64_t, int, ThreadPool&);
+template double cross_entropy_forward<float>(float*, const int32_t*, const float*, int64_t, int, double*, ThreadPool&);
+template double cross_entropy_forward<double>(double*, const int32_t*, const float*, int64_t, int, double*,
+                                              ThreadPool&);
 template void cross_entropy_backward<float>(float*, const int32_t*, const float*, int64_t, int, float, ThreadPool&);
 template void cross_entropy_backward<double>(double*, const int32_t*, const float*, int64_t, int, double, ThreadPool&);
 

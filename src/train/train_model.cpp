@@ -198,7 +198,9 @@ void TrainModel<T>::ffn_block(int l, ThreadPool& pool) {
 template <class T>
 double TrainModel<T>::forward(const std::vector<TrainSequence>& batch, ThreadPool& pool) {
   forward_logits(batch, pool);
-  const double loss = cross_entropy_forward(logits_.data(), targets_.data(), weights_.data(), n_, config_.n_vocab, pool);
+  nll_.resize(size_t(n_));
+  const double loss =
+      cross_entropy_forward(logits_.data(), targets_.data(), weights_.data(), n_, config_.n_vocab, nll_.data(), pool);
   have_probs_ = true;
   return loss;
 }

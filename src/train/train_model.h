@@ -95,6 +95,10 @@ class TrainModel {
   // Adds the gradient of scale * (the last forward()'s return value) to grads().
   void backward(T scale, ThreadPool& pool);
 
+  // Per predicted token of the last forward(), in batch order: its loss weight and its nll.
+  const std::vector<float>& token_weights() const { return weights_; }
+  const std::vector<double>& token_nll() const { return nll_; }
+
  private:
   struct LayerActivations {
     std::vector<T> x, rstd1, xn1, q, k, v, att, x_mid, rstd2, xn2, gate, up, h;
@@ -116,6 +120,7 @@ class TrainModel {
   int64_t n_ = 0;  // rows (predicted tokens)
   std::vector<int32_t> inputs_, targets_, positions_;
   std::vector<float> weights_;
+  std::vector<double> nll_;
   std::vector<int64_t> seq_starts_;
   bool have_probs_ = false;
 

@@ -31,9 +31,15 @@ StepStats train_step(TrainModel<float>& model, AdamW& optimizer, const std::vect
   double loss = 0;
   for (const auto& micro : micro_batches(batch, options.micro_tokens)) {
     loss += model.forward(micro, pool);
+    for (size_t t = 0; t < model.token_nll().size(); ++t)
+      if (model.token_weights()[t] >= 1.0f) {
+        stats.answer_loss += model.token_nll()[t];
+        ++stats.answer_tokens;
+      }
     model.backward(float(1.0 / stats.weight), pool);
   }
   stats.loss = loss / stats.weight;
+  if (stats.answer_tokens > 0) stats.answer_loss /= double(stats.answer_tokens);
   stats.grad_norm = clip_global_norm(model.grads().data(), int64_t(model.grads().size()), options.clip, pool);
   stats.lr = options.schedule.at(optimizer.steps());
   optimizer.update(model.params().data(), model.grads().data(), stats.lr, pool);

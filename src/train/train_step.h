@@ -22,6 +22,8 @@ struct StepOptions {
 struct StepStats {
   double loss = 0;       // sum(weight * nll) / sum(weight) over the batch
   double weight = 0;     // sum of the loss weights of the batch
+  double answer_loss = 0;   // mean nll of the tokens of weight >= 1 (train-model: answers and EOS)
+  int64_t answer_tokens = 0;
   double grad_norm = 0;  // before clipping
   float lr = 0;
   int64_t tokens = 0;    // tokens processed (inputs of every sequence)

@@ -1,0 +1,66 @@
+#include "train/curriculum.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <charconv>
+
+#include "util/error.h"
+
+namespace kvslim::train {
+
+namespace {
+
+int64_t parse_count(const std::string& text, const std::string& stage) {
+  int64_t value = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size() || value <= 0)
+    fail("curriculum stage '{}': '{}' is not a positive integer", stage, text);
+  return value;
+}
+
+}  // namespace
+
+Curriculum Curriculum::parse(const std::string& spec) {
+  Curriculum c;
+  size_t begin = 0;
+  while (begin <= spec.size()) {
+    const size_t comma = std::min(spec.find(',', begin), spec.size());
+    const std::string stage = spec.substr(begin, comma - begin);
+    const size_t colon = stage.find(':');
+    Stage s;
+    s.length = parse_count(stage.substr(0, colon), stage);
+    if (colon != std::string::npos) s.steps = parse_count(stage.substr(colon + 1), stage);
+    c.stages_.push_back(s);
+    begin = comma + 1;
+  }
+  for (size_t i = 0; i + 1 < c.stages_.size(); ++i)
+    if (c.stages_[i].steps == 0)
+      fail("curriculum '{}': every stage but the last needs a step count (LENGTH:STEPS)", spec);
+  return c;
+}
+
+int64_t Curriculum::length_at(int64_t step) const {
+  for (const Stage& s : stages_) {
+    if (s.steps == 0 || step < s.steps) return s.length;
+    step -= s.steps;
+  }
+  return stages_.back().length;  // past the last counted stage: stay there
+}
+
+int64_t Curriculum::max_length() const {
+  int64_t m = 0;
+  for (const Stage& s : stages_) m = std::max(m, s.length);
+  return m;
+}
+
+std::string Curriculum::to_string() const {
+  std::string out;
+  for (const Stage& s : stages_) {
+    if (!out.empty()) out += ',';
+    out += s.steps > 0 ? fmt::format("{}:{}", s.length, s.steps) : fmt::format("{}", s.length);
+  }
+  return out;
+}
+
+}  // namespace kvslim::train

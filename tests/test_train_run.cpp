@@ -1,0 +1,229 @@
+// The training run around the model: curriculum and task-mix parsing, the data stream (what a
+// sample is, its seeds, its loss weights, batching), and the Trainer's resume equal to an
+// uninterrupted run.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <map>
+
+#include "eval/task.h"
+#include "gguf/gguf.h"
+#include "model/model.h"
+#include "test_models.h"
+#include "tokenizer/bpe_trainer.h"
+#include "train/curriculum.h"
+#include "train/data_stream.h"
+#include "train/trainer.h"
+#include "util/error.h"
+
+namespace kvslim::train {
+namespace {
+
+const Tokenizer& byte_tokenizer() {
+  static const Tokenizer tokenizer = Tokenizer::from_gguf(gguf::File::open(kvslim::testing::tiny_vocab()));
+  return tokenizer;
+}
+
+TEST(TrainCurriculum, ParsesStagesAndMapsSteps) {
+  const Curriculum c = Curriculum::parse("256:2,512:3,1024");
+  EXPECT_EQ(c.length_at(0), 256);
+  EXPECT_EQ(c.length_at(1), 256);
+  EXPECT_EQ(c.length_at(2), 512);
+  EXPECT_EQ(c.length_at(4), 512);
+  EXPECT_EQ(c.length_at(5), 1024);
+  EXPECT_EQ(c.length_at(1000), 1024);
+  EXPECT_EQ(c.max_length(), 1024);
+  EXPECT_EQ(c.to_string(), "256:2,512:3,1024");
+  // Every stage counted: after the last one training stays at its length.
+  EXPECT_EQ(Curriculum::parse("512:1,256:1").length_at(7), 256);
+  EXPECT_EQ(Curriculum::parse("512:1,256:1").max_length(), 512);
+}
+
+TEST(TrainCurriculum, RejectsBadStages) {
+  for (const char* bad : {"", "256:", "256:0", "abc", "256:2,,512", "256,512", "-5", "256:2x"})
+    EXPECT_THROW(Curriculum::parse(bad), Error) << bad;
+}
+
+TEST(TrainData, TaskMixParsing) {
+  const auto mix = parse_task_mix("passkey:2.5,vt");
+  ASSERT_EQ(mix.size(), 2u);
+  EXPECT_EQ(mix[0].task, "passkey");
+  EXPECT_DOUBLE_EQ(mix[0].weight, 2.5);
+  EXPECT_DOUBLE_EQ(mix[1].weight, 1.0);
+  EXPECT_EQ(parse_task_mix(task_mix_to_string(mix))[0].weight, 2.5);
+  for (const char* bad : {"nosuchtask", "passkey:0", "passkey:-1", "passkey:x", "passkey,"})
+    EXPECT_THROW(parse_task_mix(bad), Error) << bad;
+}
+
+TEST(TrainData, TrainingSequenceIsPromptAnswerEos) {
+  const Tokenizer& tok = byte_tokenizer();
+  const eval::TaskSample sample = eval::make_sample("niah_multivalue", 768, 5, tok);
+  const TrainSequence seq = training_sequence(sample, tok, 0.25f);
+  const std::vector<int32_t> prompt = tok.encode(sample.prompt(), tok.add_bos_by_default(), false);
+  ASSERT_GT(seq.tokens.size(), prompt.size() + 1);
+  EXPECT_TRUE(std::equal(prompt.begin(), prompt.end(), seq.tokens.begin()));
+  EXPECT_EQ(seq.tokens.back(), tok.eos_id());
+  const std::vector<int32_t> answer(seq.tokens.begin() + int64_t(prompt.size()), seq.tokens.end() - 1);
+  std::string want = " " + sample.answers[0];
+  for (size_t i = 1; i < sample.answers.size(); ++i) want += ", " + sample.answers[i];
+  EXPECT_EQ(tok.decode(answer), want);
+  EXPECT_EQ(eval::score_output(sample, tok.decode(answer)), 1.0);
+  // Weights: 0 for the first token, prompt_weight over the prompt, 1 on the answer and EOS.
+  ASSERT_EQ(seq.weights.size(), seq.tokens.size());
+  EXPECT_EQ(seq.weights[0], 0.0f);
+  for (size_t t = 1; t < prompt.size(); ++t) ASSERT_EQ(seq.weights[t], 0.25f) << t;
+  for (size_t t = prompt.size(); t < seq.tokens.size(); ++t) ASSERT_EQ(seq.weights[t], 1.0f) << t;
+}
+
+// A byte-level BPE vocabulary learned from generator text plus " A", " B", ... " Z" many times:
+// it merges a space with the capital letter after it, so a prompt ending in a space ("... they
+// are: ") cannot be tokenized jointly with vt's capitalised answer without changing the
+// prompt's last token.
+const Tokenizer& bpe_tokenizer() {
+  static const Tokenizer tokenizer = [] {
+    tok::BpeTrainer trainer(tok::BpeTrainerOptions{400, "qwen2", false});
+    for (uint64_t seed = 0; seed < 10; ++seed) trainer.add_text(eval::make_sample("vt", 512, seed, byte_tokenizer()).prompt());
+    std::string spaced_capitals;
+    for (int i = 0; i < 50; ++i)
+      for (char c = 'A'; c <= 'Z'; ++c) spaced_capitals += std::string(" ") + c;
+    trainer.add_text(spaced_capitals);
+    const std::string path = kvslim::testing::temp_path("bpe-400.gguf");
+    tok::write_tokenizer_gguf(trainer.train(), path);
+    return Tokenizer::from_gguf(gguf::File::open(path));
+  }();
+  return tokenizer;
+}
+
+TEST(TrainData, TrainingSequenceKeepsThePromptTokensWithBpe) {
+  const Tokenizer& tok = bpe_tokenizer();
+  const eval::TaskSample sample = eval::make_sample("vt", 512, 11, tok);
+  ASSERT_EQ(sample.prompt().back(), ' ');
+  const TrainSequence seq = training_sequence(sample, tok, 0.0f);
+  const std::vector<int32_t> prompt = tok.encode(sample.prompt(), tok.add_bos_by_default(), false);
+  const std::vector<int32_t> joint = tok.encode(sample.prompt() + sample.answers[0], tok.add_bos_by_default(), false);
+  ASSERT_FALSE(std::equal(prompt.begin(), prompt.end(), joint.begin())) << "the case under test: a merge across";
+  EXPECT_TRUE(std::equal(prompt.begin(), prompt.end(), seq.tokens.begin()));
+  EXPECT_EQ(seq.tokens.back(), tok.eos_id());
+  const std::vector<int32_t> answer(seq.tokens.begin() + int64_t(prompt.size()), seq.tokens.end() - 1);
+  EXPECT_EQ(eval::score_output(sample, tok.decode(answer)), 1.0);
+  EXPECT_EQ(tok.decode(answer).substr(0, sample.answers[0].size()), sample.answers[0]);
+}
+
+TEST(TrainData, StreamSamplesFitTheStageAndUseTrainingSeeds) {
+  const std::vector<TaskWeight> mix = parse_task_mix("passkey:3,niah_single_1:1,cwe:1");
+  const DataStream stream(byte_tokenizer(), mix, 0.1f, 7, 4096);
+  std::map<std::string, int> counts;
+  const int n = 2000;
+  for (int i = 0; i < n; ++i) {
+    const DataStream::SampleSpec s = stream.spec(uint64_t(i), 512);
+    ++counts[s.task];
+    EXPECT_GE(s.seed, kFirstTrainingSeed);
+    EXPECT_GE(s.target_tokens, std::max<int64_t>(256, eval::find_task(s.task).min_tokens));
+    EXPECT_LE(s.target_tokens, 512);
+  }
+  // cwe needs 1280 tokens: never drawn at 512; the others in proportion 3 : 1.
+  EXPECT_EQ(counts.count("cwe"), 0u);
+  EXPECT_NEAR(double(counts["passkey"]) / n, 0.75, 0.04);
+  // A pure function of (seed, index, length).
+  EXPECT_EQ(stream.sample(17, 512).tokens, stream.sample(17, 512).tokens);
+  EXPECT_NE(stream.sample(17, 512).tokens, stream.sample(18, 512).tokens);
+  EXPECT_THROW(stream.spec(0, 255), Error);  // no task of the mix fits
+}
+
+TEST(TrainData, BatchesReachTheTokenTargetAndAdvance) {
+  DataStream stream(byte_tokenizer(), parse_task_mix("passkey"), 0.1f, 3, 4096);
+  stream.set_position(10);
+  const std::vector<TrainSequence> batch = stream.next_batch(300, 1000);
+  int64_t tokens = 0;
+  for (const auto& s : batch) tokens += int64_t(s.tokens.size()) - 1;
+  EXPECT_GE(tokens, 1000);
+  EXPECT_LT(tokens - (int64_t(batch.back().tokens.size()) - 1), 1000);  // the last sample was needed
+  EXPECT_EQ(stream.position(), 10 + batch.size());
+  EXPECT_EQ(batch[0].tokens, stream.sample(10, 300).tokens);
+}
+
+TEST(TrainData, RejectsSamplesLongerThanTheContext) {
+  const DataStream stream(byte_tokenizer(), parse_task_mix("passkey"), 0.1f, 3, 200);
+  EXPECT_THROW(stream.sample(0, 256), Error);
+}
+
+TrainerOptions tiny_run(const std::string& name) {
+  TrainerOptions t;
+  t.model.n_layers = 2;
+  t.model.dim = 32;
+  t.model.n_heads = 4;
+  t.model.n_kv_heads = 2;
+  t.model.ffn_dim = 64;
+  t.model.context_length = 320;
+  t.step.schedule = LrSchedule{2e-3f, 2, 6, 0.1f};
+  t.step.micro_tokens = 600;
+  t.batch_tokens = 700;
+  t.tasks = "passkey";
+  t.curriculum = "256:3,300";
+  t.out_path = kvslim::testing::temp_path(name + ".gguf");
+  t.out_type = DType::F32;
+  t.checkpoint_path = kvslim::testing::temp_path(name + ".ckpt.gguf");
+  std::filesystem::remove(t.checkpoint_path);
+  return t;
+}
+
+std::vector<float> run_params(const TrainerOptions& options, int stop_after) {
+  ThreadPool pool(2);
+  Trainer trainer(options, pool);
+  int steps = 0;
+  trainer.run({}, [&] { return ++steps == stop_after; });
+  return trainer.model().params();
+}
+
+TEST(TrainRun, ResumeEqualsUninterruptedRun) {
+  const std::vector<float> straight = run_params(tiny_run("straight"), -1);
+
+  TrainerOptions options = tiny_run("resumed");
+  options.resume = true;  // no checkpoint yet: a fresh start
+  {
+    ThreadPool pool(2);
+    Trainer first(options, pool);
+    EXPECT_FALSE(first.resumed());
+    int steps = 0;
+    first.run({}, [&] { return ++steps == 4; });  // stops after step 4, in the second stage
+    EXPECT_EQ(first.step(), 4);
+  }
+  // Settings that define the run come from the checkpoint, not from these options.
+  options.step.schedule.lr = 1.0f;
+  options.tasks = "vt";
+  ThreadPool pool(2);
+  Trainer second(options, pool);
+  EXPECT_TRUE(second.resumed());
+  EXPECT_EQ(second.step(), 4);
+  EXPECT_EQ(second.options().tasks, "passkey");
+  second.run({});
+  EXPECT_EQ(second.step(), 6);
+  const std::vector<float>& resumed = second.model().params();
+  ASSERT_EQ(resumed.size(), straight.size());
+  EXPECT_EQ(std::memcmp(resumed.data(), straight.data(), straight.size() * sizeof(float)), 0);
+  // The exported model is the trained one.
+  const auto exported = Model::load(options.out_path);
+  EXPECT_EQ(exported->config().n_layers, 2);
+  EXPECT_EQ(exported->output_is_tied(), true);
+}
+
+TEST(TrainRun, RejectsInconsistentOptions) {
+  ThreadPool pool(1);
+  TrainerOptions t = tiny_run("bad");
+  t.curriculum = "256:3,512";  // beyond the context of 320
+  EXPECT_THROW(Trainer(t, pool), Error);
+  t = tiny_run("bad");
+  t.checkpoint_path.clear();
+  t.resume = true;
+  EXPECT_THROW(Trainer(t, pool), Error);
+  t = tiny_run("bad");
+  t.eval_every = 1;
+  t.eval.lengths = {256};  // niah_single_1 needs 512
+  EXPECT_THROW(Trainer(t, pool), Error);
+  t = tiny_run("bad");
+  t.out_path.clear();
+  EXPECT_THROW(Trainer(t, pool), Error);
+}
+
+}  // namespace
+}  // namespace kvslim::train
