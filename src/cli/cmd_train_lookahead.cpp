@@ -105,7 +105,7 @@ void add_train_lookahead_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("train-lookahead", "train a LookaheadKV adapter (lookahead rows + LoRA) for a model");
   cmd->add_option("-m,--model", opt->model, "base GGUF model (frozen)")->required();
   cmd->add_option("-o,--output", opt->out, "adapter GGUF to write")->required();
-  cmd->add_option("--init", opt->init, "start from this adapter instead of a fresh one");
+  cmd->add_option("--init", opt->init, "start from this adapter (its shape overrides --lookahead/--rank/--alpha)");
   cmd->add_option("--lookahead", t.shape.n_lookahead, "lookahead rows m")->capture_default_str();
   cmd->add_option("--rank", t.shape.rank, "LoRA rank")->capture_default_str();
   cmd->add_option("--alpha", t.shape.alpha, "LoRA alpha (scale alpha/rank)")->capture_default_str();
