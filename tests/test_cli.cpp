@@ -144,6 +144,39 @@ TEST(Cli, BadCompressionRequestsAreRefusedBeforeAnyWork) {
 
 TEST(Cli, MissingPromptIsRefused) { expect_clean_error(run("generate -m " + tiny_model()), "-p"); }
 
+TEST(Cli, InitAdapterWritesAnAdapterGenerateUses) {
+  const std::string adapter = testing::temp_path("cli-adapter.gguf");
+  const CommandResult init = run("init-adapter -m " + tiny_model() + " -o " + adapter + " --lookahead 8 --rank 4");
+  ASSERT_EQ(init.exit_code, 0) << init.err;
+  const std::string gen = "generate -m " + tiny_model() + " -p 'the cat sat on the mat and the dog sat on the log' -n 3 "
+                          "--temp 0 --json --press lookaheadkv --budget 8";
+  const CommandResult r = run(gen + " --press-opt adapter=" + adapter);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["kept_tokens"].get<double>(), 8.0);
+  expect_clean_error(run(gen), "adapter=FILE is required");
+  testing::TinyModel other;
+  other.seed = 99;
+  expect_clean_error(run("generate -m " + testing::make_model(other) + " -p 'the cat sat' -n 1 --press lookaheadkv "
+                         "--budget 2 --press-opt adapter=" + adapter),
+                     "fingerprint");
+  expect_clean_error(run("init-adapter -m " + tiny_model() + " -o " + adapter + " --rank 0"), "--rank");
+}
+
+TEST(Cli, TrainLookaheadWritesAnAdapterAndReportsHeldOutQuality) {
+  const std::string adapter = testing::temp_path("cli-trained-adapter.gguf");
+  const std::string args = "train-lookahead -m " + tiny_model() + " -o " + adapter +
+                           " --lookahead 4 --rank 2 --samples 2 --heldout 1 --batch 1 --min-tokens 64"
+                           " --max-tokens 80 --response-tokens 4 --recall-budget 8 --threads 2";
+  const CommandResult r = run(args + " --steps 3");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("held-out KL"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("SnapKV"), std::string::npos) << r.err;
+  const CommandResult gen = run("generate -m " + tiny_model() + " -p 'the cat sat on the mat' -n 2 --temp 0 --json "
+                                "--press lookaheadkv --budget 4 --press-opt adapter=" + adapter);
+  EXPECT_EQ(gen.exit_code, 0) << gen.err;
+  expect_clean_error(run(args + " --steps 0"), "--steps");
+}
+
 TEST(Cli, EverySubcommandHasHelp) {
   for (const char* sub : {"info", "tokenize", "generate", "init-model", "bench", "train-tokenizer"}) {
     const CommandResult r = run(std::string(sub) + " --help");

@@ -9,6 +9,7 @@
 #include "engine/session.h"
 #include "model/model.h"
 #include "press/registry.h"
+#include "test_lookahead_adapter.h"
 #include "test_models.h"
 #include "util/error.h"
 
@@ -30,8 +31,14 @@ const std::map<std::string, Rule> kBudgetRule = {
     {"h2o", Rule::PerHead},          {"keydiff", Rule::PerHead},    {"dapq", Rule::PerHead},
     {"laq", Rule::PerHead},          {"adakv", Rule::PerLayer},     {"pyramidkv", Rule::PerModel},
     {"quest", Rule::NoEviction},     {"sparq", Rule::NoEviction},   {"exact_topk", Rule::NoEviction},
-    {"lagkv", Rule::OwnSchedule},    {"rocketkv", Rule::OwnSchedule},
+    {"lagkv", Rule::OwnSchedule},    {"rocketkv", Rule::OwnSchedule},  {"lookaheadkv", Rule::PerHead},
 };
+
+// Options a method cannot run without: lookaheadkv's adapter, made here for the model at hand.
+std::vector<std::string> required_options(const std::string& method, const Model& model) {
+  if (method == "lookaheadkv") return {"adapter=" + testing::random_adapter_path(model)};
+  return {};
+}
 
 struct Outcome {
   std::vector<int32_t> tokens;               // greedy continuation
@@ -51,7 +58,7 @@ Outcome run(const Model& model, const std::string& method, int64_t budget, int n
   EngineOptions options;
   options.batch = batch;
   options.page_tokens = 8;  // fine pages, so that KV bytes follow small budgets
-  const auto press = make_press(method, {});
+  const auto press = make_press(method, required_options(method, model));
   const auto prompt = prompt_tokens(n_prompt, model.config().n_vocab);
   Session session(model, pool, options, n_prompt + n_predict, press.get(), budget, n_predict, 5);
   Outcome r;

@@ -67,6 +67,8 @@ class FakeContext final : public PressContext {
     appended.push_back(tokens);
     appended_at.push_back(n_past_);
   }
+  void run_appended_rows(const float*, int, const LoraAdapter*, AttentionProbe*) override { fail("not used"); }
+  uint64_t model_fingerprint() const override { return 0; }
   std::vector<int32_t> generate_pseudo(int, AttentionProbe*) override { fail("not used"); }
   void keep(int layer, int kv_head, std::span<const int32_t> indices) override {
     cache_.head(layer, kv_head).retain(indices, cache_.pool());

@@ -108,6 +108,8 @@ class FakeSession final : public PressContext {
   int n_predict() const override { return n_predict_; }
   uint64_t seed() const override { return 3; }
   void run_appended(const std::vector<int32_t>&, AttentionProbe*) override { ADD_FAILURE() << "not used here"; }
+  void run_appended_rows(const float*, int, const LoraAdapter*, AttentionProbe*) override { ADD_FAILURE() << "not used here"; }
+  uint64_t model_fingerprint() const override { return 0; }
   std::vector<int32_t> generate_pseudo(int, AttentionProbe*) override {
     ADD_FAILURE() << "not used here";
     return {};

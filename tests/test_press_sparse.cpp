@@ -53,6 +53,8 @@ class FakeContext final : public PressContext {
   int n_predict() const override { return n_predict_; }
   uint64_t seed() const override { return 0; }
   void run_appended(const std::vector<int32_t>&, AttentionProbe*) override { ADD_FAILURE() << "not expected"; }
+  void run_appended_rows(const float*, int, const LoraAdapter*, AttentionProbe*) override { ADD_FAILURE() << "not expected"; }
+  uint64_t model_fingerprint() const override { return 0; }
   std::vector<int32_t> generate_pseudo(int, AttentionProbe*) override {
     ADD_FAILURE() << "not expected";
     return {};

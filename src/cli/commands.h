@@ -18,5 +18,7 @@ void add_eval_merge_command(CLI::App& app);
 void add_plot_command(CLI::App& app);
 void add_demo_command(CLI::App& app);
 void add_train_model_command(CLI::App& app);
+void add_init_adapter_command(CLI::App& app);
+void add_train_lookahead_command(CLI::App& app);
 
 }  // namespace kvslim::cli

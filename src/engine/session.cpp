@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "model/fingerprint.h"
 #include "press/registry.h"
 #include "util/error.h"
 
@@ -156,15 +157,29 @@ void Session::truncate_heads(const std::vector<int64_t>& sizes) {
     for (int h = 0; h < cache_.n_kv_heads(); ++h) cache_.head(l, h).truncate(sizes[i++], cache_.pool());
 }
 
-void Session::run_appended(const std::vector<int32_t>& tokens, AttentionProbe* probe) {
-  with_room_for(int64_t(tokens.size()), [&] {
+void Session::run_appended_blocks(int64_t n, AttentionProbe* probe,
+                                  const std::function<void(int64_t, int)>& run_block) {
+  with_room_for(n, [&] {
     cache_.set_probe(probe);
-    for (size_t start = 0; start < tokens.size(); start += forward_.max_block()) {
-      const int n = int(std::min<size_t>(forward_.max_block(), tokens.size() - start));
-      forward_.run(tokens.data() + start, n, n_past_ + int64_t(start), cache_, pool_);
-    }
+    for (int64_t start = 0; start < n; start += forward_.max_block())
+      run_block(start, int(std::min<int64_t>(forward_.max_block(), n - start)));
   });
 }
+
+void Session::run_appended(const std::vector<int32_t>& tokens, AttentionProbe* probe) {
+  run_appended_blocks(int64_t(tokens.size()), probe, [&](int64_t start, int n) {
+    forward_.run(tokens.data() + start, n, n_past_ + start, cache_, pool_);
+  });
+}
+
+void Session::run_appended_rows(const float* rows, int n, const LoraAdapter* lora, AttentionProbe* probe) {
+  const int dim = model_.config().dim;
+  run_appended_blocks(n, probe, [&](int64_t start, int len) {
+    forward_.run_rows(rows + start * dim, len, n_past_ + start, cache_, pool_, lora);
+  });
+}
+
+uint64_t Session::model_fingerprint() const { return kvslim::model_fingerprint(model_); }
 
 std::vector<int32_t> Session::generate_pseudo(int n, AttentionProbe* probe) {
   const int n_vocab = model_.config().n_vocab;

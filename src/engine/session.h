@@ -73,6 +73,8 @@ class Session final : private PressContext {
   int n_predict() const override { return n_predict_; }
   uint64_t seed() const override { return seed_; }
   void run_appended(const std::vector<int32_t>& tokens, AttentionProbe* probe) override;
+  void run_appended_rows(const float* rows, int n, const LoraAdapter* lora, AttentionProbe* probe) override;
+  uint64_t model_fingerprint() const override;
   std::vector<int32_t> generate_pseudo(int n, AttentionProbe* probe) override;
   void keep(int layer, int kv_head, std::span<const int32_t> indices) override;
   void record_scores(int layer, int kv_head, std::span<const float> scores) override;
@@ -87,6 +89,9 @@ class Session final : private PressContext {
   // Runs `work` (which appends rows) with the capacity raised by `extra_tokens`, then drops
   // the appended rows and the probe.
   void with_room_for(int64_t extra_tokens, const std::function<void()>& work);
+  // Runs n appended rows in forward blocks (run_block(start, len) runs rows start .. start+len-1
+  // at positions n_past + start ..) with `probe` installed, then drops them.
+  void run_appended_blocks(int64_t n, AttentionProbe* probe, const std::function<void(int64_t, int)>& run_block);
   std::vector<int64_t> head_sizes() const;
   // Maps, once prefill is done, the pages n_predict more tokens per head can need, so that decode
   // maps nothing (untouched pages cost no resident memory).

@@ -18,6 +18,13 @@ void linear(const WeightView& w, const float* x, int n, float* y, ThreadPool& po
   }
 }
 
+// A projection y = W x, plus the adapter's low-rank term when the rows carry one.
+void project(const WeightView& w, const LoraAdapter* lora, int layer, LoraSite site, const float* x, int n, float* y,
+             ThreadPool& pool) {
+  linear(w, x, n, y, pool);
+  if (lora) lora->apply(layer, site, x, n, y, pool);
+}
+
 void add_bias(float* y, const std::vector<float>& bias, int n) {
   if (bias.empty()) return;
   for (int t = 0; t < n; ++t) add_inplace(y + int64_t(t) * bias.size(), bias.data(), bias.size());
@@ -58,11 +65,26 @@ const float* Forward::run(const int32_t* tokens, int n, int64_t pos0, KvCache& c
   for (int t = 0; t < n; ++t) {
     if (tokens[t] < 0 || tokens[t] >= c.n_vocab) fail("token id {} is outside the vocabulary [0, {})", tokens[t], c.n_vocab);
     convert_to_f32(model_.token_embedding().type, model_.token_embedding().row(tokens[t]), &x_[size_t(t) * c.dim], c.dim);
-    positions_[t] = pos0 + t;
   }
+  return run_embedded(n, pos0, cache, pool, nullptr, all_logits);
+}
+
+const float* Forward::run_rows(const float* x, int n, int64_t pos0, KvCache& cache, ThreadPool& pool,
+                               const LoraAdapter* lora, bool all_logits) {
+  const ModelConfig& c = model_.config();
+  if (n < 1 || n > max_block_) fail("forward block of {} rows outside [1, {}]", n, max_block_);
+  if (lora && !lora->fits(c)) fail("the LoRA adapter's layers or widths do not match the model");
+  std::copy(x, x + int64_t(n) * c.dim, x_.begin());
+  return run_embedded(n, pos0, cache, pool, lora, all_logits);
+}
+
+const float* Forward::run_embedded(int n, int64_t pos0, KvCache& cache, ThreadPool& pool, const LoraAdapter* lora,
+                                   bool all_logits) {
+  const ModelConfig& c = model_.config();
+  for (int t = 0; t < n; ++t) positions_[t] = pos0 + t;
   for (int l = 0; l < c.n_layers; ++l) {
-    attention_block(l, n, pos0, cache, pool);
-    ffn_block(l, n, pool);
+    attention_block(l, n, pos0, cache, pool, lora);
+    ffn_block(l, n, pool, lora);
   }
   const int first = all_logits ? 0 : n - 1;
   const int rows = n - first;
@@ -72,14 +94,15 @@ const float* Forward::run(const int32_t* tokens, int n, int64_t pos0, KvCache& c
   return logits_.data();
 }
 
-void Forward::attention_block(int layer, int n, int64_t pos0, KvCache& cache, ThreadPool& pool) {
+void Forward::attention_block(int layer, int n, int64_t pos0, KvCache& cache, ThreadPool& pool,
+                              const LoraAdapter* lora) {
   const ModelConfig& c = model_.config();
   const LayerWeights& w = model_.layers()[layer];
   for (int t = 0; t < n; ++t)
     rmsnorm(&x_[size_t(t) * c.dim], w.attn_norm.data(), &xn_[size_t(t) * c.dim], c.dim, c.rms_eps);
-  linear(w.wq, xn_.data(), n, q_.data(), pool);
-  linear(w.wk, xn_.data(), n, k_.data(), pool);
-  linear(w.wv, xn_.data(), n, v_.data(), pool);
+  project(w.wq, lora, layer, LoraSite::Q, xn_.data(), n, q_.data(), pool);
+  project(w.wk, lora, layer, LoraSite::K, xn_.data(), n, k_.data(), pool);
+  project(w.wv, lora, layer, LoraSite::V, xn_.data(), n, v_.data(), pool);
   add_bias(q_.data(), w.bq, n);
   add_bias(k_.data(), w.bk, n);
   add_bias(v_.data(), w.bv, n);
@@ -92,19 +115,19 @@ void Forward::attention_block(int layer, int n, int64_t pos0, KvCache& cache, Th
   cache.append(layer, k_.data(), v_.data(), n, positions_.data());
   cache.attend(layer, q_.data(), n, attn_.data(), pool);
   if (attention_output_hook_) attention_output_hook_(layer, attn_.data(), n);
-  linear(w.wo, attn_.data(), n, xn_.data(), pool);
+  project(w.wo, lora, layer, LoraSite::O, attn_.data(), n, xn_.data(), pool);
   add_inplace(x_.data(), xn_.data(), int64_t(n) * c.dim);
 }
 
-void Forward::ffn_block(int layer, int n, ThreadPool& pool) {
+void Forward::ffn_block(int layer, int n, ThreadPool& pool, const LoraAdapter* lora) {
   const ModelConfig& c = model_.config();
   const LayerWeights& w = model_.layers()[layer];
   for (int t = 0; t < n; ++t)
     rmsnorm(&x_[size_t(t) * c.dim], w.ffn_norm.data(), &xn_[size_t(t) * c.dim], c.dim, c.rms_eps);
-  linear(w.w_gate, xn_.data(), n, gate_.data(), pool);
-  linear(w.w_up, xn_.data(), n, up_.data(), pool);
+  project(w.w_gate, lora, layer, LoraSite::Gate, xn_.data(), n, gate_.data(), pool);
+  project(w.w_up, lora, layer, LoraSite::Up, xn_.data(), n, up_.data(), pool);
   swiglu(gate_.data(), up_.data(), gate_.data(), int64_t(n) * c.ffn_dim);
-  linear(w.w_down, gate_.data(), n, xn_.data(), pool);
+  project(w.w_down, lora, layer, LoraSite::Down, gate_.data(), n, xn_.data(), pool);
   add_inplace(x_.data(), xn_.data(), int64_t(n) * c.dim);
 }
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kv/kv_cache.h"
+#include "model/lora.h"
 #include "model/model.h"
 #include "tensor/ops.h"
 #include "util/thread_pool.h"
@@ -23,6 +24,10 @@ class Forward {
   // ([n][n_vocab]); valid until the next call.
   const float* run(const int32_t* tokens, int n, int64_t pos0, KvCache& cache, ThreadPool& pool,
                    bool all_logits = false);
+  // The same for `n` rows given as embeddings (x is [n][dim]) instead of token ids, with `lora`
+  // (may be null) added to the seven projections of these rows only (LookaheadKV's rows).
+  const float* run_rows(const float* x, int n, int64_t pos0, KvCache& cache, ThreadPool& pool,
+                        const LoraAdapter* lora = nullptr, bool all_logits = false);
 
   int max_block() const { return max_block_; }
 
@@ -33,8 +38,11 @@ class Forward {
   void set_attention_output_hook(AttentionOutputHook hook) { attention_output_hook_ = std::move(hook); }
 
  private:
-  void attention_block(int layer, int n, int64_t pos0, KvCache& cache, ThreadPool& pool);
-  void ffn_block(int layer, int n, ThreadPool& pool);
+  // The layers and the output over the n rows already in x_.
+  const float* run_embedded(int n, int64_t pos0, KvCache& cache, ThreadPool& pool, const LoraAdapter* lora,
+                            bool all_logits);
+  void attention_block(int layer, int n, int64_t pos0, KvCache& cache, ThreadPool& pool, const LoraAdapter* lora);
+  void ffn_block(int layer, int n, ThreadPool& pool, const LoraAdapter* lora);
 
   const Model& model_;
   int max_block_;

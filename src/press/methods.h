@@ -22,5 +22,6 @@ PressInfo exact_topk_press();
 PressInfo quest_press();
 PressInfo sparq_press();
 PressInfo rocketkv_press();
+PressInfo lookaheadkv_press();
 
 }  // namespace kvslim

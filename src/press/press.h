@@ -13,6 +13,8 @@
 
 namespace kvslim {
 
+class LoraAdapter;
+
 // What a method may see of, and ask from, the running session.
 class PressContext {
  public:
@@ -34,6 +36,11 @@ class PressContext {
   // themselves, attending to everything cached); `probe` sees their attention rows. Their KV
   // is removed afterwards; n_past() and the prompt's last logits are unchanged.
   virtual void run_appended(const std::vector<int32_t>& tokens, AttentionProbe* probe) = 0;
+  // The same for `n` rows given as embeddings (rows is [n][dim]), with `lora` (may be null)
+  // active on these rows only (LookaheadKV's learned rows).
+  virtual void run_appended_rows(const float* rows, int n, const LoraAdapter* lora, AttentionProbe* probe) = 0;
+  // The model's fingerprint (model/fingerprint.h), which files made for one model check.
+  virtual uint64_t model_fingerprint() const = 0;
 
   // Greedily generates `n` tokens from the current cache and returns their ids; their KV is
   // removed afterwards (LAQ's pseudo response). `probe` sees the generated tokens' attention.

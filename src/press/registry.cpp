@@ -13,6 +13,7 @@ const std::vector<PressInfo>& press_registry() {
       lagkv_press(), dapq_press(), laq_press(),
       h2o_press(), pyramidkv_press(), adakv_press(), keydiff_press(),
       exact_topk_press(), quest_press(), sparq_press(), rocketkv_press(),
+      lookaheadkv_press(),
   };
   return registry;
 }
