@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
 #include "gguf/gguf.h"
 #include "tokenizer/pretokenize.h"
 #include "tokenizer/tokenizer.h"
@@ -278,7 +280,8 @@ Tokenizer tiny_tokenizer(const std::string& model, const std::string& pre, const
   writer.set("tokenizer.ggml.token_type", gguf::Value::of_i32_array(types));
   if (model == "gpt2") writer.set("tokenizer.ggml.merges", gguf::Value::of_string_array(merges));
 
-  const fs::path path = fs::path(testing::TempDir()) / "kvslim_tiny_vocab.gguf";
+  // One file per process: ctest runs tests of this file in parallel processes.
+  const fs::path path = fs::path(testing::TempDir()) / ("kvslim_tiny_vocab_" + std::to_string(getpid()) + ".gguf");
   writer.write(path.string());
   const std::string bytes = read_file(path);
   fs::remove(path);
