@@ -55,6 +55,14 @@ class PressContext {
   virtual void record_scores(int layer, int kv_head, std::span<const float> scores) {}
 };
 
+// True when some layer holds more tokens than the budget: a method that pays for an extra forward
+// pass to score (DapQ, LookaheadKV) skips it otherwise.
+inline bool cache_exceeds_budget(PressContext& ctx) {
+  for (int layer = 0; layer < ctx.cache().n_layers(); ++layer)
+    if (ctx.cache().n_tokens(layer) > ctx.budget()) return true;
+  return false;
+}
+
 class Press {
  public:
   virtual ~Press() = default;

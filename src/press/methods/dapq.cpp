@@ -21,10 +21,7 @@ class DapqPress final : public ScorerPress {
       : first_(first), last_(last), kernel_(kernel), pooling_(pooling) {}
 
   void end_prefill(PressContext& ctx) override {
-    PagedKvCache& cache = ctx.cache();
-    bool over_budget = false;
-    for (int layer = 0; layer < cache.n_layers(); ++layer) over_budget |= cache.n_tokens(layer) > ctx.budget();
-    if (!over_budget) return;  // budget >= prompt: no extra forward pass
+    if (!cache_exceeds_budget(ctx)) return;  // budget >= prompt: no extra forward pass
     // One extra forward of w rows at positions n_past() .. n_past()+w-1; the
     // probe sums their rows over the prompt keys (the pseudo keys themselves are not scored).
     votes_.reset(ctx.config(), ctx.n_prompt(), ctx.n_past());

@@ -29,10 +29,7 @@ class LookaheadKvPress final : public ScorerPress {
   }
 
   void end_prefill(PressContext& ctx) override {
-    PagedKvCache& cache = ctx.cache();
-    bool over_budget = false;
-    for (int layer = 0; layer < cache.n_layers(); ++layer) over_budget |= cache.n_tokens(layer) > ctx.budget();
-    if (!over_budget) return;  // budget >= prompt: no extra forward pass
+    if (!cache_exceeds_budget(ctx)) return;  // budget >= prompt: no extra forward pass
     votes_.reset(ctx.config(), ctx.n_prompt(), ctx.n_past());
     ctx.run_appended_rows(adapter_->embd.data(), adapter_->n_lookahead, &adapter_->lora, &votes_);
     ScorerPress::end_prefill(ctx);
