@@ -165,13 +165,15 @@ void add_train_model_command(CLI::App& app) {
   auto opt = std::make_shared<Options>();
   train::TrainerOptions& t = opt->trainer;
   ModelConfig& c = t.model;
+  // Defaults: the recipe of the trials in the README (a 0.9M-parameter model that learns the
+  // retrieval tasks within about an hour on 2 cores).
   c.n_layers = 4;
-  c.dim = 256;
+  c.dim = 128;
   c.n_heads = 4;
   c.n_kv_heads = 2;
-  c.ffn_dim = 768;
-  c.context_length = 4096;
-  t.step.schedule = train::LrSchedule{1e-3f, 100, 2000, 0.1f};
+  c.ffn_dim = 384;
+  c.context_length = 2304;
+  t.step.schedule = train::LrSchedule{3e-3f, 20, 5500, 0.1f};
 
   CLI::App* cmd = app.add_subcommand("train-model", "train a llama model from scratch on the synthetic long-context tasks");
   cmd->add_option("--layers", c.n_layers, "transformer blocks")->capture_default_str();
