@@ -1,6 +1,6 @@
 // Causal grouped-query attention, forward and backward, in query tiles: per (sequence, KV head)
-// and tile of queries of all the heads sharing that KV head, S = scale * Q_tile K^T over the
-// keys the tile can see, a causal softmax per row, O = P V. The backward recomputes P with the identical product (so it is bitwise the
+// and query head, S = scale * Q_tile K^T over the keys the tile can see, a causal softmax per
+// row, O = P V. The backward recomputes P with the identical product (so it is bitwise the
 // forward's) and applies
 //   dV += P^T dO,  dS = P * (dO V^T - rowsum(P * dO V^T)),  dQ = scale * dS K,  dK += scale * dS^T Q.
 #include <algorithm>
@@ -16,6 +16,23 @@ namespace {
 
 constexpr int64_t kQueryTile = 128;
 
+struct Strides {
+  int64_t q, kv;  // floats between consecutive tokens of q/out and of k/v
+};
+
+// S[rows][cols] = causal softmax of scale * Q_tile K[0:cols]^T, row i seeing t0 + i + 1 keys.
+template <class T>
+void tile_probabilities(const T* q, const T* k, const Strides& st, int hd, int64_t t0, int64_t rows, T scale, T* s) {
+  const int64_t cols = t0 + rows;
+  gemm<T>(false, true, rows, cols, hd, scale, q + t0 * st.q, st.q, k, st.kv, T(0), s, cols);
+  for (int64_t i = 0; i < rows; ++i) {
+    T* row = s + i * cols;
+    const int64_t visible = t0 + i + 1;
+    softmax_row(row, visible);
+    std::fill(row + visible, row + cols, T(0));
+  }
+}
+
 // Per-thread tile scratch, kept between calls (a fresh multi-megabyte buffer per call would be
 // page-faulted in every time). Slot picks one of several buffers a function needs at once.
 template <class T, int Slot>
@@ -24,39 +41,6 @@ T* tile_buffer(size_t size) {
   if (buffer.size() < size) buffer.resize(size);
   return buffer.data();
 }
-
-// One query tile of one (sequence, KV head): the `group` query heads that share the KV head are
-// stacked into one matrix of group * rows rows (row r: head r / rows, query t0 + r % rows), so
-// each product reads K and V once for the whole group.
-template <class T>
-struct Tile {
-  int hd, group;
-  int64_t t0, rows, cols;  // cols = t0 + rows: the keys the tile's last query sees
-  int64_t stacked() const { return group * rows; }
-
-  // dst[stacked][hd] <- rows t0.. of the group's heads in src ([tokens][stride], heads from h0).
-  void gather(const T* src, int64_t stride, int h0, T* dst) const {
-    for (int j = 0; j < group; ++j)
-      for (int64_t i = 0; i < rows; ++i)
-        std::copy_n(src + (t0 + i) * stride + int64_t(h0 + j) * hd, hd, dst + (j * rows + i) * hd);
-  }
-  void scatter(const T* src, int64_t stride, int h0, T* dst) const {
-    for (int j = 0; j < group; ++j)
-      for (int64_t i = 0; i < rows; ++i)
-        std::copy_n(src + (j * rows + i) * hd, hd, dst + (t0 + i) * stride + int64_t(h0 + j) * hd);
-  }
-
-  // s[stacked][cols] = causal softmax of scale * qs K[0:cols]^T; row r sees t0 + r % rows + 1 keys.
-  void probabilities(const T* qs, const T* k, int64_t k_stride, T scale, T* s) const {
-    gemm<T>(false, true, stacked(), cols, hd, scale, qs, hd, k, k_stride, T(0), s, cols);
-    for (int64_t r = 0; r < stacked(); ++r) {
-      T* row = s + r * cols;
-      const int64_t visible = t0 + r % rows + 1;
-      softmax_row(row, visible);
-      std::fill(row + visible, row + cols, T(0));
-    }
-  }
-};
 
 // Calls fn(begin, length, kv_head) for every (sequence, KV head) pair, split across threads.
 template <class F>
@@ -86,22 +70,20 @@ void attention_forward(const T* q, const T* k, const T* v, const std::vector<int
                        const AttentionShape& shape, T* out, ThreadPool& pool) {
   check_shape(shape);
   const int hd = shape.head_dim, group = shape.n_heads / shape.n_kv_heads;
-  const int64_t q_stride = int64_t(shape.n_heads) * hd, kv_stride = int64_t(shape.n_kv_heads) * hd;
+  const Strides st{int64_t(shape.n_heads) * hd, int64_t(shape.n_kv_heads) * hd};
   const T scale = T(1) / std::sqrt(T(hd));
   for_each_sequence_head(seq_starts, shape.n_kv_heads, pool, [&](int64_t begin, int64_t n, int g) {
-    const int64_t tile = std::min(n, kQueryTile);
-    T* s = tile_buffer<T, 0>(size_t(group * tile * n));
-    T* qs = tile_buffer<T, 1>(size_t(group * tile * hd));
-    T* os = tile_buffer<T, 2>(size_t(group * tile * hd));
-    const T* kg = k + begin * kv_stride + int64_t(g) * hd;
-    const T* vg = v + begin * kv_stride + int64_t(g) * hd;
-    for (int64_t t0 = 0; t0 < n; t0 += kQueryTile) {
-      const int64_t rows = std::min(kQueryTile, n - t0);
-      const Tile<T> t{hd, group, t0, rows, t0 + rows};
-      t.gather(q + begin * q_stride, q_stride, g * group, qs);
-      t.probabilities(qs, kg, kv_stride, scale, s);
-      gemm<T>(false, false, t.stacked(), hd, t.cols, T(1), s, t.cols, vg, kv_stride, T(0), os, hd);
-      t.scatter(os, q_stride, g * group, out + begin * q_stride);
+    T* s = tile_buffer<T, 0>(size_t(std::min(n, kQueryTile) * n));
+    const T* kg = k + begin * st.kv + int64_t(g) * hd;
+    const T* vg = v + begin * st.kv + int64_t(g) * hd;
+    for (int h = g * group; h < (g + 1) * group; ++h) {
+      const T* qh = q + begin * st.q + int64_t(h) * hd;
+      T* oh = out + begin * st.q + int64_t(h) * hd;
+      for (int64_t t0 = 0; t0 < n; t0 += kQueryTile) {
+        const int64_t rows = std::min(kQueryTile, n - t0), cols = t0 + rows;
+        tile_probabilities(qh, kg, st, hd, t0, rows, scale, s);
+        gemm<T>(false, false, rows, hd, cols, T(1), s, cols, vg, st.kv, T(0), oh + t0 * st.q, st.q);
+      }
     }
   });
 }
@@ -111,43 +93,40 @@ void attention_backward(const T* q, const T* k, const T* v, const T* d_out, cons
                         const AttentionShape& shape, T* dq, T* dk, T* dv, ThreadPool& pool) {
   check_shape(shape);
   const int hd = shape.head_dim, group = shape.n_heads / shape.n_kv_heads;
-  const int64_t q_stride = int64_t(shape.n_heads) * hd, kv_stride = int64_t(shape.n_kv_heads) * hd;
+  const Strides st{int64_t(shape.n_heads) * hd, int64_t(shape.n_kv_heads) * hd};
   const T scale = T(1) / std::sqrt(T(hd));
   for_each_sequence_head(seq_starts, shape.n_kv_heads, pool, [&](int64_t begin, int64_t n, int g) {
-    const int64_t tile = std::min(n, kQueryTile);
-    T* p = tile_buffer<T, 0>(size_t(group * tile * n));
-    T* dp = tile_buffer<T, 3>(size_t(group * tile * n));
-    T* qs = tile_buffer<T, 1>(size_t(group * tile * hd));
-    T* dos = tile_buffer<T, 2>(size_t(group * tile * hd));
-    T* dqs = tile_buffer<T, 4>(size_t(group * tile * hd));
-    const T* kg = k + begin * kv_stride + int64_t(g) * hd;
-    const T* vg = v + begin * kv_stride + int64_t(g) * hd;
-    T* dkg = dk + begin * kv_stride + int64_t(g) * hd;
-    T* dvg = dv + begin * kv_stride + int64_t(g) * hd;
+    const size_t tile_size = size_t(std::min(n, kQueryTile) * n);
+    T* p = tile_buffer<T, 0>(tile_size);
+    T* dp = tile_buffer<T, 1>(tile_size);
+    const T* kg = k + begin * st.kv + int64_t(g) * hd;
+    const T* vg = v + begin * st.kv + int64_t(g) * hd;
+    T* dkg = dk + begin * st.kv + int64_t(g) * hd;
+    T* dvg = dv + begin * st.kv + int64_t(g) * hd;
     for (int64_t t = 0; t < n; ++t) {
-      std::fill_n(dkg + t * kv_stride, hd, T(0));
-      std::fill_n(dvg + t * kv_stride, hd, T(0));
+      std::fill_n(dkg + t * st.kv, hd, T(0));
+      std::fill_n(dvg + t * st.kv, hd, T(0));
     }
-    for (int64_t t0 = 0; t0 < n; t0 += kQueryTile) {
-      const int64_t rows = std::min(kQueryTile, n - t0);
-      const Tile<T> t{hd, group, t0, rows, t0 + rows};
-      const int64_t m = t.stacked(), cols = t.cols;
-      t.gather(q + begin * q_stride, q_stride, g * group, qs);
-      t.gather(d_out + begin * q_stride, q_stride, g * group, dos);
-      t.probabilities(qs, kg, kv_stride, scale, p);
-      gemm<T>(true, false, cols, hd, m, T(1), p, cols, dos, hd, T(1), dvg, kv_stride);
-      gemm<T>(false, true, m, cols, hd, T(1), dos, hd, vg, kv_stride, T(0), dp, cols);
-      for (int64_t r = 0; r < m; ++r) {
-        T* pr = p + r * cols;
-        const T* dpr = dp + r * cols;
-        const int64_t visible = t0 + r % rows + 1;
-        T d = 0;
-        for (int64_t j = 0; j < visible; ++j) d += pr[j] * dpr[j];
-        for (int64_t j = 0; j < visible; ++j) pr[j] *= dpr[j] - d;  // p now holds dS
+    for (int h = g * group; h < (g + 1) * group; ++h) {
+      const T* qh = q + begin * st.q + int64_t(h) * hd;
+      const T* doh = d_out + begin * st.q + int64_t(h) * hd;
+      T* dqh = dq + begin * st.q + int64_t(h) * hd;
+      for (int64_t t0 = 0; t0 < n; t0 += kQueryTile) {
+        const int64_t rows = std::min(kQueryTile, n - t0), cols = t0 + rows;
+        tile_probabilities(qh, kg, st, hd, t0, rows, scale, p);
+        gemm<T>(true, false, cols, hd, rows, T(1), p, cols, doh + t0 * st.q, st.q, T(1), dvg, st.kv);
+        gemm<T>(false, true, rows, cols, hd, T(1), doh + t0 * st.q, st.q, vg, st.kv, T(0), dp, cols);
+        for (int64_t i = 0; i < rows; ++i) {
+          T* pr = p + i * cols;
+          const T* dpr = dp + i * cols;
+          const int64_t visible = t0 + i + 1;
+          T d = 0;
+          for (int64_t j = 0; j < visible; ++j) d += pr[j] * dpr[j];
+          for (int64_t j = 0; j < visible; ++j) pr[j] *= dpr[j] - d;  // p now holds dS
+        }
+        gemm<T>(false, false, rows, hd, cols, scale, p, cols, kg, st.kv, T(0), dqh + t0 * st.q, st.q);
+        gemm<T>(true, false, cols, hd, rows, scale, p, cols, qh + t0 * st.q, st.q, T(1), dkg, st.kv);
       }
-      gemm<T>(false, false, m, hd, cols, scale, p, cols, kg, kv_stride, T(0), dqs, hd);
-      gemm<T>(true, false, cols, hd, m, scale, p, cols, qs, hd, T(1), dkg, kv_stride);
-      t.scatter(dqs, q_stride, g * group, dq + begin * q_stride);
     }
   });
 }
