@@ -173,7 +173,7 @@ void add_train_model_command(CLI::App& app) {
   c.n_kv_heads = 2;
   c.ffn_dim = 384;
   c.context_length = 2304;
-  t.step.schedule = train::LrSchedule{3e-3f, 20, 5500, 0.1f};
+  t.step.schedule = train::LrSchedule{3e-3f, 20, 4000, 0.1f};
 
   CLI::App* cmd = app.add_subcommand("train-model", "train a llama model from scratch on the synthetic long-context tasks");
   cmd->add_option("--layers", c.n_layers, "transformer blocks")->capture_default_str();

@@ -38,8 +38,8 @@ struct TrainerOptions {
   // The induction task first (alone at 128 tokens, where no evaluation task fits), then the
   // retrieval tasks, weighted towards the three the project's model must solve.
   std::string tasks = "induction,passkey:3,niah_single_1:3,niah_single_2:3,niah_single_3,niah_multikey_1,"
-                      "niah_multikey_2,niah_multikey_3,niah_multivalue,niah_multiquery,vt";
-  std::string curriculum = "128:700,256:400,512:1000,1024:1400,2048";
+                      "niah_multikey_2,niah_multikey_3,niah_multivalue,niah_multiquery,vt,cwe:0.5,fwe:0.5";
+  std::string curriculum = "128:700,256:300,512:600,1024:800,2048";
   float prompt_weight = 0.05f;
   // Files.
   std::string out_path;      // the exported model
