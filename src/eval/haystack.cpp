@@ -1,5 +1,7 @@
 #include "eval/haystack.h"
 
+#include <algorithm>
+
 #include "eval/word_lists.h"
 #include "util/error.h"
 

@@ -1,7 +1,4 @@
 // The task registry and make_sample: validation, the per-sample seed, and the builder of each task.
-#include <fmt/format.h>
-
-#include <cmath>
 #include <functional>
 
 #include "eval/task.h"
