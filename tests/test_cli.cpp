@@ -277,3 +277,19 @@ TEST(Cli, TrainModelRejectsBadOptionsInOneLine) {
 
 }  // namespace
 }  // namespace kvslim
+
+namespace kvslim {
+namespace {
+
+TEST(Cli, TrainModelPrintsTrainingSampleText) {
+  const CommandResult r = run("train-model --print-samples 3 --tasks passkey,induction:0.001 --curriculum 256");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  size_t count = 0;
+  for (size_t at = r.out.find("What is the pass key? The pass key is "); at != std::string::npos;
+       at = r.out.find("What is the pass key? The pass key is ", at + 1))
+    ++count;
+  EXPECT_EQ(count, 3u) << r.out;
+}
+
+}  // namespace
+}  // namespace kvslim

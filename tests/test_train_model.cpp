@@ -308,6 +308,7 @@ TrainedState train_copy(int n_steps, int split, const std::string& checkpoint) {
   StepOptions options;
   options.schedule = LrSchedule{3e-3f, 2, n_steps, 0.1f};
   options.micro_tokens = 30;
+  options.clip = 0.3;  // not a float: must survive the checkpoint exactly
   ModelConfig c = tiny_config(byte_vocab_size(), 16);  // the checkpoint carries the byte vocabulary
   auto model = std::make_unique<TrainModel<float>>(c, false);
   model->init_params(seed);

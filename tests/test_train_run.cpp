@@ -237,6 +237,27 @@ TEST(TrainRun, ResumeEqualsUninterruptedRun) {
   EXPECT_EQ(exported->output_is_tied(), true);
 }
 
+TEST(TrainRun, HeldOutEvaluationCoversEveryTaskAndLength) {
+  const auto model = Model::load(kvslim::testing::make_model(kvslim::testing::TinyModel{}));
+  ThreadPool pool(2);
+  EvalSpec spec;
+  spec.tasks = {"passkey"};
+  spec.lengths = {256, 300};
+  spec.samples = 2;
+  const std::vector<EvalScore> scores = evaluate_heldout(*model, spec, pool);
+  ASSERT_EQ(scores.size(), 2u);
+  EXPECT_EQ(scores[1].task, "passkey");
+  EXPECT_EQ(scores[1].length, 300);
+  EXPECT_EQ(scores[1].samples, 2);
+  // A random model does not produce a 5-digit key.
+  EXPECT_EQ(scores[0].score, 0.0);
+  spec.samples = 0;
+  EXPECT_THROW(evaluate_heldout(*model, spec, pool), Error);
+  spec.samples = 1;
+  spec.lengths = {100};  // below passkey's minimum
+  EXPECT_THROW(evaluate_heldout(*model, spec, pool), Error);
+}
+
 TEST(TrainRun, RejectsInconsistentOptions) {
   ThreadPool pool(1);
   TrainerOptions t = tiny_run("bad");

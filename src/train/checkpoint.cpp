@@ -54,7 +54,10 @@ void save_checkpoint(const std::string& path, const TrainModel<float>& model, co
   w.set("train.warmup", Value::of_u64(uint64_t(s.warmup)));
   w.set("train.total_steps", Value::of_u64(uint64_t(s.total_steps)));
   w.set("train.min_lr_ratio", Value::of_f32(s.min_ratio));
-  w.set("train.clip", Value::of_f32(float(step_options.clip)));
+  Value clip;  // a double: stored exactly, so a resumed run clips exactly as before
+  clip.type = gguf::ValueType::FLOAT64;
+  clip.f = step_options.clip;
+  w.set("train.clip", clip);
   w.set("train.micro_tokens", Value::of_u64(uint64_t(step_options.micro_tokens)));
   w.add_tensor("train.adam_m", ggml_type_id(DType::F32), {optimizer.m().size()}, float_bytes(optimizer.m()));
   w.add_tensor("train.adam_v", ggml_type_id(DType::F32), {optimizer.v().size()}, float_bytes(optimizer.v()));
@@ -79,7 +82,7 @@ Checkpoint load_checkpoint(const std::string& path) {
   s.warmup = int64_t(file.get_uint("train.warmup"));
   s.total_steps = int64_t(file.get_uint("train.total_steps"));
   s.min_ratio = get_f32(file, "train.min_lr_ratio");
-  ck.step_options.clip = get_f32(file, "train.clip");
+  ck.step_options.clip = file.get_float("train.clip");
   ck.step_options.micro_tokens = int64_t(file.get_uint("train.micro_tokens"));
 
   for (const gguf::MetadataEntry& e : file.metadata())

@@ -5,8 +5,13 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <filesystem>
+
+#include <unistd.h>
 
 #include "eval/rng.h"
+#include "gguf/gguf.h"
+#include "model/byte_vocab.h"
 #include "util/error.h"
 
 namespace kvslim::train {
@@ -30,6 +35,22 @@ std::vector<TaskWeight> parse_task_mix(const std::string& spec) {
     begin = comma + 1;
   }
   return mix;
+}
+
+Tokenizer load_tokenizer(const std::string& vocab_path) {
+  if (!vocab_path.empty()) return Tokenizer::from_gguf(gguf::File::open(vocab_path));
+  const auto path = std::filesystem::temp_directory_path() / ("kvslim-byte-vocab-" + std::to_string(getpid()) + ".gguf");
+  gguf::Writer w;
+  add_byte_vocab(w);
+  w.write(path.string());
+  try {
+    Tokenizer tokenizer = Tokenizer::from_gguf(gguf::File::open(path.string()));
+    std::filesystem::remove(path);
+    return tokenizer;
+  } catch (...) {
+    std::filesystem::remove(path);
+    throw;
+  }
 }
 
 int64_t task_min_tokens(const std::string& task) {
@@ -126,6 +147,15 @@ TrainSequence DataStream::sample(uint64_t index, int64_t length) const {
     fail("a {} sample of {} tokens (prompt, answer and EOS) exceeds the model's context of {}; raise the context "
          "or shorten the curriculum", s.task, seq.tokens.size(), context_length_);
   return seq;
+}
+
+std::string DataStream::sample_text(uint64_t index, int64_t length) const {
+  const SampleSpec s = spec(index, length);
+  if (s.task == kInductionTask) return "";
+  const eval::TaskSample sample = eval::make_sample(s.task, s.target_tokens, s.seed, tokenizer_);
+  std::string answer;
+  for (const std::string& a : sample.answers) answer += (answer.empty() ? " " : ", ") + a;
+  return sample.prompt() + answer;
 }
 
 std::vector<TrainSequence> DataStream::next_batch(int64_t length, int64_t batch_tokens) {

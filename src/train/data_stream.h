@@ -29,6 +29,10 @@ inline constexpr uint64_t kFirstTrainingSeed = 1'000'000;
 inline constexpr const char* kInductionTask = "induction";
 inline constexpr int64_t kInductionMinTokens = 32;
 
+// The tokenizer of a vocab GGUF, or of the built-in byte vocabulary when the path is empty
+// (written to a temporary file and removed once read: tokenizers are built from GGUF files).
+Tokenizer load_tokenizer(const std::string& vocab_path);
+
 // The shortest prompt a task of the mix can be built at (eval tasks: their minimum).
 int64_t task_min_tokens(const std::string& task);
 
@@ -69,6 +73,10 @@ class DataStream {
   SampleSpec spec(uint64_t index, int64_t length) const;
   // The sample itself. Throws if it does not fit the context.
   TrainSequence sample(uint64_t index, int64_t length) const;
+
+  // The text of sample `index` (prompt, then the answers), for training a tokenizer on what the
+  // model will read; "" for an induction sample (random tokens, no text).
+  std::string sample_text(uint64_t index, int64_t length) const;
 
   // Samples from position() on until their input tokens reach batch_tokens (at least one);
   // advances the position past them.

@@ -1,13 +1,10 @@
 #include "train/trainer.h"
 
-#include <unistd.h>
-
 #include <chrono>
 #include <filesystem>
 
 #include "eval/task.h"
 #include "gguf/gguf.h"
-#include "model/byte_vocab.h"
 #include "model/model.h"
 #include "train/checkpoint.h"
 #include "train/export.h"
@@ -16,24 +13,6 @@
 namespace kvslim::train {
 
 namespace {
-
-// The tokenizer of a vocab GGUF, or of the built-in byte vocabulary (written to a temporary
-// file that is removed once read: the tokenizer is built only from GGUF files).
-Tokenizer load_tokenizer(const std::string& vocab_path) {
-  if (!vocab_path.empty()) return Tokenizer::from_gguf(gguf::File::open(vocab_path));
-  const auto path = std::filesystem::temp_directory_path() / ("kvslim-byte-vocab-" + std::to_string(getpid()) + ".gguf");
-  gguf::Writer w;
-  add_byte_vocab(w);
-  w.write(path.string());
-  try {
-    Tokenizer tokenizer = Tokenizer::from_gguf(gguf::File::open(path.string()));
-    std::filesystem::remove(path);
-    return tokenizer;
-  } catch (...) {
-    std::filesystem::remove(path);
-    throw;
-  }
-}
 
 const gguf::Value& run_key(const Checkpoint& ck, const std::string& key) {
   for (const gguf::MetadataEntry& e : ck.run_keys)
