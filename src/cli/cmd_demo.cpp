@@ -24,8 +24,8 @@ constexpr const char* kDefaultModel = "models/kvslim-small.gguf";
 struct DemoOptions {
   std::string model = kDefaultModel;
   std::string methods = "full,streaming_llm,snapkv,keydiff,dapq";
-  std::vector<int64_t> budgets{64, 128};
-  eval::GridOptions grid{{"niah_single_1", "niah_single_2", "passkey"}, {1024}, {}, 2, 0};
+  std::vector<int64_t> budgets{64, 128, 256};
+  eval::GridOptions grid{{"niah_single_1", "niah_single_2", "passkey"}, {1024, 2048}, {}, 4, 0};
   std::string out = "demo-out";
   int threads = 0;
 };
