@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <mutex>
 #include <numeric>
 
 #include "eval/intrinsic.h"
@@ -74,7 +75,9 @@ std::function<std::unique_ptr<Press>()> method(const std::string& name) {
 class RowRecorder final : public Press, public AttentionProbe {
  public:
   AttentionProbe* decode_probe() override { return this; }
+  // Rows of different query heads arrive concurrently (AttentionProbe's contract).
   void on_row(int layer, int q_head, int64_t, const float* probs, int64_t n_visible) override {
+    std::lock_guard<std::mutex> lock(mutex_);
     rows.push_back({layer, q_head, std::vector<double>(probs, probs + n_visible)});
   }
   struct Row {
@@ -82,6 +85,9 @@ class RowRecorder final : public Press, public AttentionProbe {
     std::vector<double> probs;
   };
   std::vector<Row> rows;
+
+ private:
+  std::mutex mutex_;
 };
 
 TEST(Oracle, IsTheTopBOfTheMeanResponseAttention) {
