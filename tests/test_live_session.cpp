@@ -141,6 +141,18 @@ class WindowRecorder final : public AttentionProbe, public Press {
     if (int64_t(s.size()) < n) s.resize(n, 0.0);
     for (int64_t j = 0; j < n; ++j) s[j] += probs[j];
   }
+  // After an eviction: each query head's sums follow its KV head's kept cache indices.
+  void compact(const std::vector<std::vector<int32_t>>& kept_per_kv_head) {
+    const int group = config_.group_size();
+    for (int l = 0; l < config_.n_layers; ++l)
+      for (int q = 0; q < config_.n_heads; ++q) {
+        std::vector<double>& s = sums_[size_t(l) * config_.n_heads + q];
+        const std::vector<int32_t>& keep = kept_per_kv_head[size_t(l) * config_.n_kv_heads + q / group];
+        std::vector<double> kept;
+        for (int32_t i : keep) kept.push_back(i < int32_t(s.size()) ? s[i] : 0.0);
+        s = kept;
+      }
+  }
   // Group mean over the query heads of a KV head, first n entries.
   std::vector<double> votes(int layer, int kv_head, int64_t n) const {
     const int group = config_.group_size();
@@ -202,6 +214,47 @@ TEST(LiveSessionRules, SnapKvSelectsAgainOverKeptPlusNewTokens) {
       std::vector<int64_t> expected;
       for (int64_t i = 0; i < budget - window; ++i) expected.push_back(head.position(order[i]));
       for (int64_t i = prefix; i < n; ++i) expected.push_back(head.position(i));
+      std::sort(expected.begin(), expected.end());
+      EXPECT_EQ(kept2[size_t(l) * kv.n_kv_heads() + h], expected) << "layer " << l << " head " << h;
+    }
+}
+
+// H2O's rule: the attention each kept token received in turn 1 carries over, turn 2's queries add
+// theirs (every query, over kept plus new tokens), then the `recent` newest tokens plus the top
+// scores stay. Computed here in double precision on a `full` session cut like the h2o one.
+TEST(LiveSessionRules, H2oCarriesItsAccumulatorsAcrossTurns) {
+  Fixture f;
+  const int64_t budget = 16;
+  const auto t1 = tokens(40, f.n_vocab(), 1), t2 = tokens(18, f.n_vocab(), 2);
+  const auto press = make_press("h2o", {"decode=false"});
+  Session s(*f.model, f.pool, f.options, 128, press.get(), budget, 0);
+  s.feed_turn(t1, 0);
+  const auto kept1 = kept_positions(s.kv());
+  s.feed_turn(t2, 0);
+  const auto kept2 = kept_positions(s.kv());
+
+  WindowRecorder recorder(f.model->config(), 0);
+  Session ref(*f.model, f.pool, f.options, 128, &recorder, INT64_MAX, 0);
+  ref.feed_turn(t1, 0);
+  PagedKvCache& kv = ref.mutable_kv();
+  std::vector<std::vector<int32_t>> keep1;
+  for (const auto& positions : kept1) keep1.emplace_back(positions.begin(), positions.end());
+  for (int l = 0; l < kv.n_layers(); ++l)
+    for (int h = 0; h < kv.n_kv_heads(); ++h) kv.head(l, h).retain(keep1[size_t(l) * kv.n_kv_heads() + h], kv.pool());
+  recorder.compact(keep1);
+  ref.feed_turn(t2, 0);
+  const int64_t recent = budget / 2;  // floor(0.5 * budget)
+  for (int l = 0; l < kv.n_layers(); ++l)
+    for (int h = 0; h < kv.n_kv_heads(); ++h) {
+      const HeadCache& head = kv.head(l, h);
+      const int64_t n = head.size();
+      std::vector<double> v = recorder.votes(l, h, n);
+      for (int64_t i = n - recent; i < n; ++i) v[i] = INFINITY;
+      std::vector<int64_t> order(n);
+      std::iota(order.begin(), order.end(), 0);
+      std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return v[a] > v[b]; });
+      std::vector<int64_t> expected;
+      for (int64_t i = 0; i < budget; ++i) expected.push_back(head.position(order[i]));
       std::sort(expected.begin(), expected.end());
       EXPECT_EQ(kept2[size_t(l) * kv.n_kv_heads() + h], expected) << "layer " << l << " head " << h;
     }
