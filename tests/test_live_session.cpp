@@ -13,6 +13,7 @@
 #include "engine/session.h"
 #include "model/model.h"
 #include "press/registry.h"
+#include "test_lookahead_adapter.h"
 #include "test_models.h"
 #include "util/error.h"
 
@@ -335,6 +336,64 @@ TEST(LiveSessionRewind, ATurnThatCannotFitLeavesTheSessionUnchanged) {
   EXPECT_THROW(live.prompt({f.n_vocab()}, 0), Error);
   EXPECT_EQ(live.history(), before);
 }
+
+}  // namespace
+}  // namespace kvslim
+
+namespace kvslim {
+namespace {
+
+// Every registered method runs four turns with answers between them: no error, the history is
+// every token fed or decoded, and each head holds distinct original positions, ascending, all in
+// the history; methods that evict at prefill keep at most the budget per head after each turn
+// (AdaKV and PyramidKV per layer / model, as in one turn).
+class EveryMethodMultiTurn : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(EveryMethodMultiTurn, FourTurnsKeepAConsistentCache) {
+  Fixture f;
+  const std::string method = GetParam();
+  std::vector<std::string> opts;
+  if (method == "lookaheadkv") opts = {"adapter=" + testing::random_adapter_path(*f.model)};
+  const int64_t budget = 24;
+  const auto press = make_press(method, opts);
+  Session s(*f.model, f.pool, f.options, 512, press.get(), budget, 4);
+  std::vector<int32_t> fed;
+  for (int turn = 0; turn < 4; ++turn) {
+    const auto t = tokens(30 + 7 * turn, f.n_vocab(), turn);
+    fed.insert(fed.end(), t.begin(), t.end());
+    std::vector<float> logits = copy(s.feed_turn(t, 4), f.n_vocab());
+    const PagedKvCache& kv = s.kv();
+    int64_t total = 0;
+    for (int l = 0; l < kv.n_layers(); ++l)
+      for (int h = 0; h < kv.n_kv_heads(); ++h) {
+        const HeadCache& head = kv.head(l, h);
+        total += head.size();
+        for (int64_t i = 0; i < head.size(); ++i) {
+          ASSERT_LT(head.position(i), s.n_past());
+          if (i > 0) ASSERT_GT(head.position(i), head.position(i - 1));
+        }
+        if (method == "snapkv" || method == "h2o" || method == "tova" || method == "streaming_llm" ||
+            method == "knorm" || method == "random" || method == "dapq" || method == "laq" || method == "lookaheadkv")
+          EXPECT_LE(head.size(), budget) << "turn " << turn;
+      }
+    if (method == "adakv" || method == "pyramidkv") EXPECT_LE(total, budget * kv.n_layers() * kv.n_kv_heads());
+    for (int i = 0; i < 4; ++i) {
+      const int32_t next = argmax(logits);
+      fed.push_back(next);
+      logits = copy(s.decode(next), f.n_vocab());
+    }
+    ASSERT_EQ(s.history(), fed);
+  }
+}
+
+std::vector<std::string> method_names() {
+  std::vector<std::string> names;
+  for (const PressInfo& info : press_registry()) names.push_back(info.name);
+  return names;
+}
+
+INSTANTIATE_TEST_SUITE_P(Registry, EveryMethodMultiTurn, ::testing::ValuesIn(method_names()),
+                         [](const auto& info) { return info.param; });
 
 }  // namespace
 }  // namespace kvslim

@@ -71,7 +71,10 @@ class LaqPress final : public Press, private SparseSelector {
     for (int layer = 0; layer < cache.n_layers(); ++layer)
       for (int h = 0; h < cache.n_kv_heads(); ++h) {
         if (cache.head(layer, h).size() <= budget) continue;
-        const std::vector<float> scores = pool1d(lookahead_votes_.group_mean(layer, h), settings_.kernel, settings_.pooling);
+        // Votes cover the history's length; a later turn's head holds fewer tokens.
+        std::vector<float> votes = lookahead_votes_.group_mean(layer, h);
+        votes.resize(cache.head(layer, h).size());
+        const std::vector<float> scores = pool1d(votes, settings_.kernel, settings_.pooling);
         ctx.record_scores(layer, h, scores);
         ctx.keep(layer, h, top_k_ascending(scores, budget));
       }
