@@ -39,7 +39,8 @@ TEST(CliChat, ScriptedThroughAPipe) {
   const std::string kv = temp_path("chat-pipe.kv");
   const std::string script = temp_path("chat-script.txt");
   std::ofstream(script) << "hello there\n/stats\nsecond question\n/stats\n/save " << kv
-                        << "\n/reset\n/stats\n/load " << kv << "\n/stats\nthird\n/stats\n/bogus\n/exit\nnot read\n";
+                        << "\n/reset\n/stats\n/load " << kv << "\n/stats\nthird\n/stats\n/bogus\n/load " << script
+                        << "\n/stats\n/exit\nnot read\n";
   const CommandResult r = run("chat -m " + model() + " --chat-template " + chat_template() +
                               " -n 6 --temp 0 --press snapkv --budget 16 --press-opt window=4 < " + script);
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -47,7 +48,7 @@ TEST(CliChat, ScriptedThroughAPipe) {
   std::vector<std::smatch> stats;
   for (auto it = std::sregex_iterator(r.out.begin(), r.out.end(), turn); it != std::sregex_iterator(); ++it)
     stats.push_back(*it);
-  ASSERT_EQ(stats.size(), 5u) << r.out;
+  ASSERT_EQ(stats.size(), 6u) << r.out;
   EXPECT_EQ(stats[0][1], "1");
   EXPECT_EQ(stats[0][3], "0");                  // nothing cached before the first turn
   EXPECT_EQ(stats[1][1], "2");
@@ -56,6 +57,8 @@ TEST(CliChat, ScriptedThroughAPipe) {
   EXPECT_EQ(stats[3][1], "2");                  // after /load: the saved session
   EXPECT_EQ(stats[4][1], "3");
   EXPECT_GT(std::stoi(stats[4][3]), std::stoi(stats[1][3]));
+  EXPECT_EQ(stats[5].str(), stats[4].str());  // a failed /load (not a KV file) changed nothing
+  EXPECT_NE(r.err.find("cannot load KV file " + script), std::string::npos) << r.err;
   EXPECT_NE(r.out.find("[conversation reset]"), std::string::npos);
   EXPECT_NE(r.out.find("[loaded " + kv), std::string::npos);
   EXPECT_NE(r.err.find("unknown command /bogus"), std::string::npos) << r.err;
