@@ -126,5 +126,52 @@ TEST(CliChat, DrivenThroughAPseudoTerminal) {
   EXPECT_EQ(messages.find("dropped"), std::string::npos) << messages;
 }
 
+// Ctrl-C while an answer streams stops that answer, not the program. A random model answers
+// greedily with a long loop of tokens (no end-of-generation in sight), so the answer is still
+// streaming when the key arrives; the partial answer stays in the conversation.
+TEST(CliChat, CtrlCStopsTheAnswerNotTheProgram) {
+  TinyModel big;
+  big.dim = 256;
+  big.ffn = 768;
+  big.seed = 3;
+  const std::string binary = KVSLIM_BINARY, m = make_model(big), t = chat_template();
+  int fd = -1;
+  const pid_t pid = forkpty(&fd, nullptr, nullptr, nullptr);
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    execl(binary.c_str(), binary.c_str(), "chat", "-m", m.c_str(), "--chat-template", t.c_str(), "-n", "1000000",
+          "--temp", "0", "--ctx", "200000", "--threads", "1", nullptr);
+    _exit(127);
+  }
+  std::string seen;
+  auto send = [&](const std::string& keys) { ASSERT_EQ(write(fd, keys.data(), keys.size()), ssize_t(keys.size())); };
+  ASSERT_TRUE(read_until(fd, seen, "> ")) << seen;
+  send("go on\r");
+  seen.clear();
+  // Wait for some streamed output, then interrupt.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (seen.size() < 300 && std::chrono::steady_clock::now() < deadline) {
+    fd_set set;
+    FD_ZERO(&set);
+    FD_SET(fd, &set);
+    timeval tv{0, 100000};
+    if (select(fd + 1, &set, nullptr, nullptr, &tv) <= 0) continue;
+    char buf[4096];
+    const ssize_t n = read(fd, buf, sizeof buf);
+    if (n <= 0) break;
+    seen.append(buf, size_t(n));
+  }
+  send("\x03");
+  ASSERT_TRUE(read_until(fd, seen, "[stopped]")) << seen.substr(seen.size() > 400 ? seen.size() - 400 : 0);
+  send("/stats\r");
+  ASSERT_TRUE(read_until(fd, seen, "(interrupted)")) << seen.substr(seen.size() > 400 ? seen.size() - 400 : 0);
+  send("/exit\r");
+  int status = 0;
+  for (int i = 0; i < 600 && waitpid(pid, &status, WNOHANG) == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  close(fd);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+}
+
 }  // namespace
 }  // namespace kvslim::testing
