@@ -113,13 +113,20 @@ const float* Session::feed_turn(const std::vector<int32_t>& tokens, int n_predic
   if (tokens.empty()) fail("cannot prefill an empty prompt");
   check_turn_fits(int64_t(tokens.size()), n_past_);
   n_predict_ = n_predict;
+  const std::vector<int32_t> prompt_before = prompt_;
   history_.insert(history_.end(), tokens.begin(), tokens.end());
   prompt_ = history_;
   if (press_) {
-    if (turns_ == 0)
-      press_->begin(*this);
-    else
-      press_->begin_turn(*this);
+    try {  // a method refusing to start (LookaheadKV's adapter for another model) changes nothing
+      if (turns_ == 0)
+        press_->begin(*this);
+      else
+        press_->begin_turn(*this);
+    } catch (...) {
+      history_.resize(history_.size() - tokens.size());
+      prompt_ = prompt_before;
+      throw;
+    }
     cache_.set_probe(press_->prefill_probe());
   }
   cache_.set_sparse_selector(nullptr);
