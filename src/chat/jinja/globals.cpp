@@ -11,7 +11,7 @@ namespace kvslim::jinja {
 
 namespace {
 
-constexpr int64_t kMaxRange = 1'000'000;
+constexpr int64_t kMaxRange = 100'000;
 
 Value g_range(CallArgs& args, Context& ctx) {
   args.expect("range", 3);
@@ -29,7 +29,7 @@ Value g_range(CallArgs& args, Context& ctx) {
   if (count > kMaxRange) raise(fmt::format("range() of over {} numbers", kMaxRange));
   std::vector<Value> out;
   for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) out.push_back(Value::integer(i));
-  ctx.step(out.size());
+  ctx.produced(out.size() * sizeof(Value));
   return Value::list(std::move(out));
 }
 
