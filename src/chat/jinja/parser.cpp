@@ -84,7 +84,7 @@ class Parser {
       switch (tok.type) {
         case TokenType::End:
           if (ends.size() == 0) return body;
-          fail(fmt::format("unexpected end of template: expected {{% {} %}}", *ends.begin()));
+          fail(fmt::format("unexpected end of template: expected {{% {} %}}", *(ends.end() - 1)));
         case TokenType::Text:
           body.push_back(std::make_unique<TextStmt>(tok.line, tok.value));
           next();
