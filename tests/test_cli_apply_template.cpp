@@ -70,6 +70,16 @@ TEST(CliApplyTemplate, ModelGivesTemplateAndTokens) {
   EXPECT_EQ(c.out, "<s>2");
 }
 
+TEST(CliApplyTemplate, ExtraVariables) {
+  const std::string t = write_file("vars.jinja", "{{ tools|length }} {{ tools[0].name }} {{ enable_thinking }}");
+  const CommandResult r =
+      run("apply-template --template " + t + " --messages " + conversation() + R"( --vars '{"tools": [{"name": "f"}], "enable_thinking": false}')");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "1 f False");
+  expect_clean_error(run("apply-template --template " + t + " --messages " + conversation() + " --vars '[1]'"), "--vars");
+  expect_clean_error(run("apply-template --template " + t + " --messages " + conversation() + " --vars '{'"), "--vars");
+}
+
 TEST(CliApplyTemplate, MessagesFromStdin) {
   const std::string t = write_file("t2.jinja", kTemplate);
   const CommandResult r = run("apply-template --template " + t + " --messages - < " + conversation());

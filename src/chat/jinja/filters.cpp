@@ -377,9 +377,13 @@ Value f_map(const Value& v, CallArgs& args, Context& ctx) {
   return Value::list(std::move(out));
 }
 
+// Python getattr only: a dict's keys are items, not attributes (Jinja2's attr filter).
 Value f_attr(const Value& v, CallArgs& args, Context&) {
   args.expect("attr", 1);
-  return get_attribute(v, expect_string(args.get(0, "name"), "attr name"));
+  const std::string& name = expect_string(args.get(0, "name"), "attr name");
+  if (v.is_namespace()) return get_attribute(v, name);
+  Value method = find_method(v, name);
+  return method.is_undefined() ? Value::undefined(fmt::format("'{} object' has no attribute '{}'", v.type_name(), name)) : method;
 }
 
 Value f_format(const Value& v, CallArgs& args, Context& ctx) {
