@@ -4,7 +4,9 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <atomic>
 #include <filesystem>
+#include <thread>
 #include <fstream>
 
 #include "chat/chat_messages.h"
@@ -135,6 +137,10 @@ TEST(ChatTemplate, MacrosSetAndFilterBlocks) {
       {"{% set body %}x{{ 1 + 1 }}{% endset %}[{{ body }}]", "[x2]"},
       {"{% set a, b = 1, 'two' %}{{ b }}{{ a }}", "two1"},
       {"{% filter upper %}hello {{ 'you' }}{% endfilter %}", "HELLO YOU"},
+      // with: values from the enclosing scope, names local to the block.
+      {"{% set a = 0 %}{% with a = 1, b = a %}{{ a }}{{ b }}{% set c = 3 %}{% endwith %}{{ a }}{{ c is defined }}", "100False"},
+      // transformers' generation block (assistant masks) renders its body.
+      {"{% for m in messages %}{% generation %}[{{ m.role }}]{% endgeneration %}{% endfor %}", "[system][user][assistant]"},
   });
 }
 
@@ -209,6 +215,9 @@ TEST(ChatTemplate, TojsonIsPythonJsonDumps) {
       {"{{ 'a\\u0001\\t\\n/'|tojson }} {{ 1.0|tojson }} {{ none|tojson }} {{ []|tojson(indent=2) }}", "\"a\\u0001\\t\\n/\" 1.0 null []"},
       {"{{ {'a': [1, {'b': none}], 'c': {}}|tojson(indent=2) }}",
        "{\n  \"a\": [\n    1,\n    {\n      \"b\": null\n    }\n  ],\n  \"c\": {}\n}"},
+      // The other json.dumps options the Hugging Face filter passes on.
+      {"{{ 'é😀'|tojson(ensure_ascii=true) }} {{ {'b': 1, 'a': 2}|tojson(sort_keys=true) }} {{ {'a': [1, 2]}|tojson(separators=(',', ':')) }}",
+       "\"\\u00e9\\ud83d\\ude00\" {\"a\": 2, \"b\": 1} {\"a\":[1,2]}"},
   });
 }
 
@@ -264,6 +273,22 @@ TEST(ChatTemplate, RendersPlainMessagesAndUnorderedJson) {
   EXPECT_EQ(t.render(std::vector<ChatMessage>{{"user", "a"}, {"assistant", "b"}}, options), "<user>a<assistant>b<assistant>");
   options.add_generation_prompt = false;
   EXPECT_EQ(t.render(nlohmann::json::parse(R"([{"role": "user", "content": "x"}])"), options), "<user>x");
+}
+
+TEST(ChatTemplate, RendersOnSeveralThreadsAtOnce) {
+  const ChatTemplate t = ChatTemplate::parse(
+      "{% set ns = namespace(n=0) %}{% for m in messages %}{% set ns.n = ns.n + 1 %}<{{ m.role }}:{{ m.content|upper }}>{% endfor %}{{ ns.n }}",
+      "t");
+  const std::string expected = "<system:BE BRIEF.><user:HI \"YOU\" É><assistant:HELLO>3";
+  std::vector<std::thread> threads;
+  std::atomic<int> wrong{0};
+  for (int i = 0; i < 4; ++i)
+    threads.emplace_back([&] {
+      for (int k = 0; k < 200; ++k)
+        if (t.render(kMessages, ChatTemplateOptions{}) != expected) ++wrong;
+    });
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(wrong.load(), 0);
 }
 
 TEST(ChatTemplate, SyntaxErrorsNameTheLine) {

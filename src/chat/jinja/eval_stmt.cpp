@@ -172,6 +172,16 @@ Flow FilterBlock::exec(Context& ctx) const {
   return Flow::Normal;
 }
 
+Flow ScopeBlock::exec(Context& ctx) const {
+  if (!new_frame) return execute(body, ctx);
+  std::vector<Value> values;  // evaluated in the enclosing frame, as Jinja2 does
+  for (const auto& a : assignments) values.push_back(evaluate(*a.second, ctx));
+  return with_frame(ctx, ctx.frame(), [&] {
+    for (size_t i = 0; i < assignments.size(); ++i) ctx.assign(assignments[i].first, values[i]);
+    return execute(body, ctx);
+  });
+}
+
 Flow LoopControl::exec(Context&) const { return flow; }
 
 }  // namespace kvslim::jinja
