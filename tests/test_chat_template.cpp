@@ -14,6 +14,7 @@
 #include "chat/jinja/template.h"
 #include "gguf/gguf.h"
 #include "model/byte_vocab.h"
+#include "model/model.h"
 #include "test_models.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
@@ -385,6 +386,22 @@ TEST(ChatTemplate, SourcesAndDefaultTokens) {
   { std::ofstream(file) << "override {{ messages|length }}\n"; }
   EXPECT_EQ(ChatTemplate::for_file(without, file).render(std::vector<ChatMessage>{{"user", "x"}}, options), "override 1");
   EXPECT_THROW(ChatTemplate::for_file(without, file + ".missing"), Error);
+}
+
+TEST(ChatTemplate, FromALoadedModel) {
+  const auto model = Model::load(testing::make_model(testing::TinyModel{}));
+  const ChatTemplateOptions options = ChatTemplate::default_options(*model);
+  EXPECT_EQ(options.bos_token, "<s>");
+  EXPECT_EQ(options.eos_token, "</s>");
+  try {
+    ChatTemplate::for_model(*model);
+    ADD_FAILURE() << "the tiny model has no template";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("give one with --chat-template FILE"), std::string::npos) << e.what();
+  }
+  const std::string file = testing::temp_path("model-override.jinja");
+  { std::ofstream(file) << "{{ bos_token }}{{ messages[0].content }}"; }
+  EXPECT_EQ(ChatTemplate::for_model(*model, file).render(std::vector<ChatMessage>{{"user", "q"}}, options), "<s>q");
 }
 
 TEST(ChatTemplate, MessagesAreChecked) {

@@ -130,7 +130,10 @@ std::string percent_format(const std::string& f, const std::vector<Value>& args)
         std::string piece = conv == 's' ? to_str(v) : to_repr(v);
         const size_t dot = spec.find('.');
         const std::string flags_width = spec.substr(0, dot);
-        if (dot != std::string::npos) piece = piece.substr(0, std::stoul("0" + spec.substr(dot + 1)));
+        if (dot != std::string::npos) {
+          const std::string precision = spec.substr(dot + 1);
+          piece = piece.substr(0, precision.empty() ? 0 : std::stoul(precision));
+        }
         const size_t digits = flags_width.find_first_of("123456789");
         const size_t width = digits == std::string::npos ? 0 : std::min<size_t>(std::stoul(flags_width.substr(digits)), 4096);
         const bool left = flags_width.find('-') != std::string::npos;

@@ -623,7 +623,8 @@ class Parser {
     std::string name = expect_name();
     while (is_op(".") && peek().type == TokenType::Name) {
       next();
-      name += "." + expect_name();
+      name += '.';
+      name += expect_name();
     }
     return name;
   }
