@@ -186,6 +186,9 @@ TEST(ChatTemplate, Filters) {
        "{{ 'hello wORLD'|title }}",
        "pad|hi|HELLO|hello|Hello world|Hello World"},
       {"{{ 'ß'|upper }} {{ 'ÀÉ'|lower }}", "SS àé"},
+      // The title filter starts words after spaces and -([{< only, unlike str.title().
+      {"{{ \"it's a-b {'k': 1}\"|title }} {{ \"it's a-b {'k': 1}\".title() }}", "It's A-B {'k': 1} It'S A-B {'K': 1}"},
+      {"{{ (1|safe) is string }} {{ 3.0 is odd }} {{ -4.0 is even }}", "True True True"},
       {"{{ 'a-b-c'|replace('-', '+') }} {{ ['a', 'b']|join(', ') }} {{ [1, 2]|join }} {{ nothing|default('d') }} "
        "{{ none|default('x') }} {{ ''|default('y', true) }} {{ ''|d('z', boolean=true) }}",
        "a+b+c a, b 12 d None y z"},

@@ -70,7 +70,7 @@ Value f_capitalize(const Value& v, CallArgs& args, Context&) {
 }
 Value f_title(const Value& v, CallArgs& args, Context&) {
   args.expect("title", 0);
-  return Value::string(text::title(to_str(v)));
+  return Value::string(text::title_filter(to_str(v)));
 }
 
 Value f_replace(const Value& v, CallArgs& args, Context& ctx) {
@@ -145,7 +145,7 @@ Value f_string(const Value& v, CallArgs& args, Context&) {
 
 Value f_safe(const Value& v, CallArgs& args, Context&) {
   args.expect("safe", 0);
-  return v;  // no autoescaping here: markup and text are the same thing
+  return Value::string(to_str(v));  // Markup(v): a string; no autoescaping, so nothing else changes
 }
 
 Value f_escape(const Value& v, CallArgs& args, Context& ctx) {
@@ -407,7 +407,7 @@ Value f_indent(const Value& v, CallArgs& args, Context& ctx) {
   const Value w = args.get(0, "width", Value::integer(4));
   const std::string pad = w.is_string() ? w.as_string() : std::string(static_cast<size_t>(std::clamp<int64_t>(expect_int(w, "indent width"), 0, 256)), ' ');
   const bool first = args.get(1, "first").truthy(), blank = args.get(2, "blank").truthy();
-  const std::vector<std::string> lines = text::splitlines(to_str(v) + "\n", false);
+  const std::vector<std::string> lines = text::splitlines(expect_string(v, "indent filter input") + "\n", false);
   std::string out;
   for (size_t i = 0; i < lines.size(); ++i) {
     if (i > 0) out += '\n';

@@ -99,6 +99,25 @@ std::string title(std::string_view s) {
   return out;
 }
 
+std::string title_filter(std::string_view s) {
+  std::string out;
+  bool at_start = true;
+  for (size_t pos = 0; pos < s.size();) {
+    const size_t start = pos;
+    const uint32_t cp = tok::decode_utf8(s, pos);
+    const std::string_view ch = s.substr(start, pos - start);
+    const bool separator = is_space(cp) || cp == '-' || cp == '(' || cp == '{' || cp == '[' || cp == '<';
+    if (separator) {
+      out += ch;
+      at_start = true;
+      continue;
+    }
+    out += at_start ? upper(ch) : lower(ch);
+    at_start = false;
+  }
+  return out;
+}
+
 std::string strip(std::string_view s, const std::string* chars, bool left, bool right) {
   // Scans only the ends (documents can be megabytes long).
   const std::vector<uint32_t> set = chars ? decode(*chars) : std::vector<uint32_t>{};
