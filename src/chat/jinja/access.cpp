@@ -63,6 +63,7 @@ Value get_item(const Value& object, const Value& index) {
 
 Value slice(const Value& object, const Value* start, const Value* stop, const Value* step) {
   if (object.is_undefined()) undefined_error(object, "slicing");
+  // Jinja2 compiles a slice to a plain Python subscript, so slicing a number is an error.
   if (!object.is_list() && !object.is_string()) raise(fmt::format("'{}' object is not subscriptable", object.type_name()));
   auto bound = [](const Value* v, const char* what) -> std::optional<int64_t> {
     if (!v || v->is_none()) return std::nullopt;

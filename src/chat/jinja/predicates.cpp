@@ -1,9 +1,12 @@
 // Jinja2's tests (`x is defined`, `x is mapping`, `x is equalto y`, ...). Type tests answer
-// as Jinja2 does on Python values: a dict is a sequence, undefined is iterable, True is a number
-// but not an integer.
+// as Jinja2 does on Python values: a dict is a sequence, undefined is an iterable sequence, True
+// is a number but not an integer.
 #include <fmt/format.h>
 
+#include <cmath>
 #include <string_view>
+
+#include "chat/jinja/access.h"
 
 #include "chat/jinja/builtins.h"
 #include "chat/jinja/operators.h"
@@ -40,21 +43,30 @@ KVSLIM_TEST0(t_number, "number", v.is_number())
 KVSLIM_TEST0(t_string, "string", v.is_string())
 KVSLIM_TEST0(t_mapping, "mapping", v.is_dict())
 KVSLIM_TEST0(t_iterable, "iterable", v.is_string() || v.is_list() || v.is_dict() || v.is_undefined())
-KVSLIM_TEST0(t_sequence, "sequence", v.is_string() || v.is_list() || v.is_dict())
+KVSLIM_TEST0(t_sequence, "sequence", v.is_string() || v.is_list() || v.is_dict() || v.is_undefined())
 KVSLIM_TEST0(t_callable, "callable", v.is_callable())
 KVSLIM_TEST0(t_escaped, "escaped", false)
 KVSLIM_TEST0(t_lower, "lower", text::is_lower(to_str(v)))
 KVSLIM_TEST0(t_upper, "upper", text::is_upper(to_str(v)))
 #undef KVSLIM_TEST0
 
+// Python's `value % 2 == 1` / `== 0`, so floats work too.
+double python_mod2(const Value& v, const char* test) {
+  if (!v.is_number()) {
+    if (v.is_undefined()) undefined_error(v, test);
+    raise(fmt::format("{}: expected a number, not {}", test, v.type_name()));
+  }
+  if (!v.is_float()) return static_cast<double>(((v.as_int() % 2) + 2) % 2);
+  const double r = std::fmod(v.as_double(), 2.0);
+  return r < 0 ? r + 2.0 : r;
+}
 bool t_odd(const Value& v, CallArgs& args, Context&) {
   no_args(args, "odd");
-  const int64_t i = expect_int(v, "odd test");
-  return i % 2 != 0;
+  return python_mod2(v, "odd test") == 1.0;
 }
 bool t_even(const Value& v, CallArgs& args, Context&) {
   no_args(args, "even");
-  return expect_int(v, "even test") % 2 == 0;
+  return python_mod2(v, "even test") == 0.0;
 }
 bool t_divisibleby(const Value& v, CallArgs& args, Context&) {
   const int64_t d = expect_int(arg(args, "divisibleby"), "divisibleby argument");

@@ -18,7 +18,10 @@ bool is_ascii(std::string_view s);
 std::string upper(std::string_view s);
 std::string lower(std::string_view s);
 std::string capitalize(std::string_view s);  // first character upper, the rest lower
-std::string title(std::string_view s);       // each word's first letter upper, the rest lower
+std::string title(std::string_view s);       // str.title(): each word's first letter upper, the rest lower
+// Jinja2's title filter: pieces start after whitespace or -([{<, and each piece's first
+// character (whatever it is) goes upper, the rest lower.
+std::string title_filter(std::string_view s);
 
 // str.strip/lstrip/rstrip: `chars` empty-and-not-given strips whitespace.
 std::string strip(std::string_view s, const std::string* chars, bool left, bool right);
