@@ -56,11 +56,20 @@ std::vector<int32_t> Conversation::render_tokens(bool add_generation_prompt) con
 
 Answer Conversation::ask(const std::string& user_text, int n_predict,
                          const std::function<void(const std::string&)>& on_piece, const std::atomic<bool>* stop) {
-  messages_.push_back({"user", valid_utf8(user_text)});
+  std::vector<ChatMessage> messages = messages_;
+  messages.push_back({"user", user_text});
+  return reply(messages, n_predict, on_piece, stop);
+}
+
+Answer Conversation::reply(const std::vector<ChatMessage>& messages, int n_predict,
+                           const std::function<void(const std::string&)>& on_piece, const std::atomic<bool>* stop) {
+  std::vector<ChatMessage> before = std::move(messages_);
+  messages_.clear();
+  for (const ChatMessage& m : messages) messages_.push_back({m.role, valid_utf8(m.content)});
   try {
     live_->prompt(render_tokens(true), n_predict);
   } catch (...) {
-    messages_.pop_back();
+    messages_ = std::move(before);
     throw;
   }
   Answer answer = live_->answer(n_predict, on_piece, stop);

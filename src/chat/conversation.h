@@ -27,6 +27,14 @@ class Conversation {
   Answer ask(const std::string& user_text, int n_predict, const std::function<void(const std::string&)>& on_piece = {},
              const std::atomic<bool>* stop = nullptr);
 
+  // The server's form (a client sends the whole message list each time): the conversation
+  // becomes `messages` (the system message included, if any), is rendered with the generation
+  // prompt and run as a turn (the cached prefix it shares with the last rendering is reused; an
+  // edited earlier message re-prefills from its first differing token), and the answer is
+  // appended as the assistant's message. On an error the conversation is unchanged.
+  Answer reply(const std::vector<ChatMessage>& messages, int n_predict,
+               const std::function<void(const std::string&)>& on_piece = {}, const std::atomic<bool>* stop = nullptr);
+
   // Forgets every message but the system one, and the cache.
   void reset();
   // KV file with the messages attached; load replaces session and messages only if the file is
