@@ -103,8 +103,8 @@ ClaimsPlan claims_plan(bool quick, std::string adapter) {
   ClaimsPlan plan;
   plan.tasks = {"niah_single_1", "niah_single_2", "passkey"};
   plan.lengths = quick ? std::vector<int64_t>{1024} : std::vector<int64_t>{1024, 2048};
-  plan.budgets = quick ? std::vector<int64_t>{32, 64} : std::vector<int64_t>{32, 64, 128};
-  plan.samples = quick ? 6 : 16;
+  plan.budgets = {64, 128};
+  plan.samples = 8;
   plan.adapter = std::move(adapter);
   return plan;
 }
@@ -139,8 +139,21 @@ std::vector<double> paired_differences(const std::vector<SampleRecord>& records,
   return d;
 }
 
-std::vector<ClaimRow> claim_rows(const ClaimsPlan& plan, const std::vector<SampleRecord>& agnostic,
-                                 const std::vector<SampleRecord>& aware, const std::vector<SampleRecord>& recall) {
+std::vector<ClaimRow> claim_rows(const ClaimsPlan& plan, const std::vector<SampleRecord>& agnostic_all,
+                                 const std::vector<SampleRecord>& aware_all, const std::vector<SampleRecord>& recall_all) {
+  // Only the plan's samples: a directory resumed from a larger plan holds more, and every
+  // comparison must pair the same set.
+  auto in_plan = [&](const std::vector<SampleRecord>& records) {
+    std::vector<SampleRecord> out;
+    for (const SampleRecord& r : records)
+      if (r.seed < uint64_t(plan.samples) &&
+          std::count(plan.lengths.begin(), plan.lengths.end(), r.length) &&
+          std::count(plan.tasks.begin(), plan.tasks.end(), r.task))
+        out.push_back(r);
+    return out;
+  };
+  const std::vector<SampleRecord> agnostic = in_plan(agnostic_all), aware = in_plan(aware_all),
+                                  recall = in_plan(recall_all);
   const std::string lengths = join([&] {
     std::vector<std::string> s;
     for (int64_t l : plan.lengths) s.push_back(std::to_string(l));

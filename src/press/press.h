@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -63,6 +64,13 @@ inline bool cache_exceeds_budget(PressContext& ctx) {
   return false;
 }
 
+// What one (layer, KV head) holds and reads at each decode step, in token-equivalents (one token
+// is its key and value, 2 * head_dim floats), averaged over the heads (METHODS.md: RocketKV
+// reports its storage and traffic so that its budget, a traffic budget, can be checked).
+struct TokenCost {
+  double storage = 0, traffic = 0;
+};
+
 class Press {
  public:
   virtual ~Press() = default;
@@ -91,6 +99,10 @@ class Press {
   virtual void after_extend(PressContext& ctx) {}
   // After each decode step's forward pass (the new token is cached).
   virtual void after_decode_step(PressContext& ctx) {}
+
+  // Storage and traffic as of the end of prefill, for a method whose budget is not simply the
+  // tokens it keeps (RocketKV); nullopt: see Session::token_cost.
+  virtual std::optional<TokenCost> token_cost() const { return std::nullopt; }
 };
 
 }  // namespace kvslim
