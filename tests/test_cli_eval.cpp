@@ -63,7 +63,7 @@ TEST(CliEval, WritesSamplesAndTheSummaryAndResumes) {
   EXPECT_EQ(samples.size(), 10u);  // 2 samples x (full + 2 methods x 2 budgets)
   const auto summary = lines_of(out + "/summary.csv");
   ASSERT_EQ(summary.size(), 6u);
-  EXPECT_EQ(summary[0], "method,budget,task,length,samples,score,kv_bytes,prefill_ms,score_ms,decode_ms,recall,kl,ppl_ratio");
+  EXPECT_EQ(summary[0], "method,budget,task,length,samples,score,kv_bytes,prefill_ms,score_ms,decode_ms,storage_tokens,traffic_tokens,recall,kl,ppl_ratio");
   EXPECT_EQ(summary[1].rfind("full,0,passkey,256,2,", 0), 0u) << summary[1];
   EXPECT_EQ(summary[2].rfind("knorm,16,passkey,256,2,", 0), 0u) << summary[2];
   const auto md = lines_of(out + "/summary.md");

@@ -8,7 +8,7 @@
 #include <random>
 #include <string>
 
-#include "lookahead/adapter.h"
+#include "model/lookahead_adapter.h"
 #include "model/fingerprint.h"
 #include "test_models.h"
 

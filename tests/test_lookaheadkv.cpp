@@ -15,7 +15,7 @@
 #include <tuple>
 
 #include "engine/session.h"
-#include "lookahead/adapter.h"
+#include "model/lookahead_adapter.h"
 #include "model/fingerprint.h"
 #include "model/forward.h"
 #include "model/model.h"

@@ -67,6 +67,7 @@ BenchReport run_bench(const Model& model, ThreadPool& pool, const BenchOptions& 
       score_ms.push_back(session.score_ms());
       point.kv_bytes = session.kv().bytes_in_use();
       point.kv_bytes_peak = session.kv().peak_bytes();
+      point.token_cost = session.token_cost();
     }
     point.length = length;
     point.tokens_per_s = Summary::of(rate);
@@ -83,6 +84,7 @@ BenchReport run_bench(const Model& model, ThreadPool& pool, const BenchOptions& 
     Session session(model, pool, engine, context + steps, press.get(), options.compression.resolve_budget(context),
                     steps, options.seed);
     session.prefill(std::vector<int32_t>(tokens.begin(), tokens.begin() + context));
+    const std::optional<TokenCost> cost = session.token_cost();
     std::vector<double> ms, rate;
     for (int rep = 0; rep < options.reps; ++rep) {
       const auto start = Clock::now();
@@ -97,6 +99,7 @@ BenchReport run_bench(const Model& model, ThreadPool& pool, const BenchOptions& 
     point.ms = Summary::of(ms);
     point.kv_bytes = session.kv().bytes_in_use();
     point.kv_bytes_peak = session.kv().peak_bytes();
+    point.token_cost = cost;
     report.decode.push_back(point);
   }
   return report;

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "engine/session.h"
@@ -32,6 +33,9 @@ struct BenchPoint {
   Summary score_ms;       // prefill only: time in the method's hooks
   uint64_t kv_bytes = 0;  // KV bytes held when the measurement ended
   uint64_t kv_bytes_peak = 0;
+  // Per (layer, KV head) in token-equivalents once the prompt (context) is cached: what decode
+  // stores and reads each step (Session::token_cost; RocketKV's own report).
+  std::optional<TokenCost> token_cost;
 };
 
 struct BenchReport {

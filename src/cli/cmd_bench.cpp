@@ -16,16 +16,23 @@ nlohmann::json to_json(const BenchPoint& p, const char* length_key) {
           {"ms", {{"median", p.ms.median}, {"min", p.ms.min}, {"max", p.ms.max}}},
           {"score_ms", {{"median", p.score_ms.median}, {"min", p.score_ms.min}, {"max", p.score_ms.max}}},
           {"kv_bytes", p.kv_bytes},
-          {"kv_bytes_peak", p.kv_bytes_peak}};
+          {"kv_bytes_peak", p.kv_bytes_peak},
+          {"storage_tokens", p.token_cost ? nlohmann::json(p.token_cost->storage) : nlohmann::json()},
+          {"traffic_tokens", p.token_cost ? nlohmann::json(p.token_cost->traffic) : nlohmann::json()}};
+}
+
+// Token-equivalents per head, or "-" for sparse attention without a report.
+std::string cost_cell(const std::optional<TokenCost>& c, bool traffic) {
+  return c ? fmt::format("{:.1f}", traffic ? c->traffic : c->storage) : "-";
 }
 
 void print_table(const char* title, const char* length_name, const char* ms_name, const std::vector<BenchPoint>& points) {
-  fmt::print("{}\n{:>10} {:>12} {:>12} {:>12} {:>14} {:>12} {:>14} {:>14}\n", title, length_name, "tok/s med",
-             "tok/s min", "tok/s max", ms_name, "score ms", "KV bytes", "KV peak");
+  fmt::print("{}\n{:>10} {:>12} {:>12} {:>12} {:>14} {:>12} {:>14} {:>14} {:>10} {:>10}\n", title, length_name,
+             "tok/s med", "tok/s min", "tok/s max", ms_name, "score ms", "KV bytes", "KV peak", "storage", "traffic");
   for (const auto& p : points)
-    fmt::print("{:>10} {:>12.2f} {:>12.2f} {:>12.2f} {:>14.2f} {:>12.2f} {:>14} {:>14}\n", p.length,
+    fmt::print("{:>10} {:>12.2f} {:>12.2f} {:>12.2f} {:>14.2f} {:>12.2f} {:>14} {:>14} {:>10} {:>10}\n", p.length,
                p.tokens_per_s.median, p.tokens_per_s.min, p.tokens_per_s.max, p.ms.median, p.score_ms.median,
-               p.kv_bytes, p.kv_bytes_peak);
+               p.kv_bytes, p.kv_bytes_peak, cost_cell(p.token_cost, false), cost_cell(p.token_cost, true));
 }
 
 }  // namespace

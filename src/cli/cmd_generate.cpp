@@ -123,6 +123,9 @@ void run_generate(const GenerateOptions& opt) {
         {"budget", r.budget},
         {"score_ms", r.score_ms},
         {"kept_tokens", r.kept_tokens},
+        // Token-equivalents per (layer, KV head): null for sparse attention without a report.
+        {"storage_tokens", r.token_cost ? nlohmann::json(r.token_cost->storage) : nlohmann::json()},
+        {"traffic_tokens", r.token_cost ? nlohmann::json(r.token_cost->traffic) : nlohmann::json()},
         {"threads", pool.size()},
     };
     // Invalid UTF-8 (a multi-byte character cut by -n) is replaced rather than refused.

@@ -3,7 +3,7 @@
 #include <fmt/format.h>
 
 #include "cli/commands.h"
-#include "lookahead/adapter.h"
+#include "model/lookahead_adapter.h"
 #include "model/model.h"
 
 namespace kvslim::cli {

@@ -22,5 +22,6 @@ void add_init_adapter_command(CLI::App& app);
 void add_train_lookahead_command(CLI::App& app);
 void add_apply_template_command(CLI::App& app);
 void add_chat_command(CLI::App& app);
+void add_claims_command(CLI::App& app);
 
 }  // namespace kvslim::cli

@@ -22,6 +22,7 @@ int main(int argc, char** argv) {
   kvslim::cli::add_eval_merge_command(app);
   kvslim::cli::add_plot_command(app);
   kvslim::cli::add_demo_command(app);
+  kvslim::cli::add_claims_command(app);
   kvslim::cli::add_train_model_command(app);
   kvslim::cli::add_init_adapter_command(app);
   kvslim::cli::add_train_lookahead_command(app);

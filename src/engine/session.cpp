@@ -267,6 +267,15 @@ void Session::record_scores(int layer, int kv_head, std::span<const float> score
   recorded_scores_[size_t(layer) * cache_.n_kv_heads() + kv_head].assign(scores.begin(), scores.end());
 }
 
+std::optional<TokenCost> Session::token_cost() const {
+  if (press_) {
+    if (std::optional<TokenCost> own = press_->token_cost()) return own;
+    if (press_->sparse_selector()) return std::nullopt;
+  }
+  const double per_head = double(cache_.total_tokens()) / double(cache_.n_layers() * cache_.n_kv_heads());
+  return TokenCost{per_head, per_head};
+}
+
 void validate_prompt(const Model& model, const EngineOptions& options, const std::vector<int32_t>& prompt) {
   if (prompt.empty()) fail("the prompt is empty (no tokens)");
   if (int64_t(prompt.size()) > options.context)
@@ -318,6 +327,7 @@ GenerateResult generate(const Model& model, ThreadPool& pool, const EngineOption
   const float* logits = session.prefill(request.prompt);
   const PagedKvCache& kv = session.kv();
   result.kept_tokens = double(kv.total_tokens()) / (kv.n_layers() * kv.n_kv_heads());
+  result.token_cost = session.token_cost();
   if (!request.appended.empty()) logits = session.extend(request.appended);
   result.prefill_ms = ms_since(start);
   result.score_ms = session.score_ms();

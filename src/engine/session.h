@@ -97,6 +97,10 @@ class Session final : private PressContext {
     return recorded_scores_[size_t(layer) * cache_.n_kv_heads() + kv_head];
   }
   int64_t budget() const override { return budget_; }
+  // Per (layer, KV head), in token-equivalents: the press's own report (RocketKV), else for
+  // eviction (and no press) the cached tokens, all of which each decode step reads; nullopt for
+  // decode-time sparse attention without a report (Quest, SparQ, Exact-TopK).
+  std::optional<TokenCost> token_cost() const;
 
  private:
   // PressContext
@@ -166,6 +170,7 @@ struct GenerateResult {
   int64_t budget = 0;           // resolved budget (0: none)
   double prefill_ms = 0, score_ms = 0, decode_ms = 0;  // prefill_ms includes the appended tokens
   double kept_tokens = 0;       // mean tokens per (layer, KV head) after prefill
+  std::optional<TokenCost> token_cost;  // Session::token_cost after prefill
   uint64_t kv_bytes_peak = 0, kv_bytes_final = 0;
   uint64_t kv_bytes_prefill = 0;  // KV bytes in use once the prompt (and the appended tokens) is cached
 };

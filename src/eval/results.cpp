@@ -31,6 +31,8 @@ json to_json(const SampleRecord& r) {
   if (r.attn_error) j["attn_error"] = *r.attn_error;
   if (r.kl) j["kl"] = *r.kl;
   if (r.ppl_ratio) j["ppl_ratio"] = *r.ppl_ratio;
+  if (r.storage_tokens) j["storage_tokens"] = *r.storage_tokens;
+  if (r.traffic_tokens) j["traffic_tokens"] = *r.traffic_tokens;
   return j;
 }
 
@@ -70,6 +72,8 @@ SampleRecord record_from_json(const json& j) {
   r.attn_error = optional_field(j, "attn_error");
   r.kl = optional_field(j, "kl");
   r.ppl_ratio = optional_field(j, "ppl_ratio");
+  r.storage_tokens = optional_field(j, "storage_tokens");  // absent in results made before they existed
+  r.traffic_tokens = optional_field(j, "traffic_tokens");
   r.n_prompt = field<int64_t>(j, "n_prompt");
   r.kept_tokens = field<double>(j, "kept_tokens");
   r.kv_bytes = field<uint64_t>(j, "kv_bytes");

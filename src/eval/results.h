@@ -26,6 +26,8 @@ struct SampleRecord {
   std::optional<double> recall, attn_error, kl, ppl_ratio;
   int64_t n_prompt = 0;     // tokens actually fed (compressed + appended)
   double kept_tokens = 0;   // mean compressed-prompt tokens per (layer, KV head) after prefill
+  // Storage and per-step traffic per (layer, KV head) in token-equivalents (Session::token_cost).
+  std::optional<double> storage_tokens, traffic_tokens;
   uint64_t kv_bytes = 0;    // KV bytes in use once the prompt is cached (after eviction)
   uint64_t kv_bytes_peak = 0;
   double prefill_ms = 0, score_ms = 0, decode_ms = 0;

@@ -47,6 +47,7 @@ SampleRecord run_method(const Model& model, ThreadPool& pool, const RunnerOption
   r.partial = scores.partial;
   r.n_prompt = prepared.tokens().size();
   r.kept_tokens = generated.kept_tokens;
+  if (generated.token_cost) r.storage_tokens = generated.token_cost->storage, r.traffic_tokens = generated.token_cost->traffic;
   r.kv_bytes = generated.kv_bytes_prefill;
   r.kv_bytes_peak = generated.kv_bytes_peak;
   r.prefill_ms = generated.prefill_ms;

@@ -61,6 +61,10 @@ std::vector<Column> columns(const Summary& s) {
       {"score_ms", [](const SummaryRow& r) { return fixed(r.score_ms, 2); }},
       {"decode_ms", [](const SummaryRow& r) { return fixed(r.decode_ms, 2); }},
   };
+  if (s.has_token_cost) {
+    c.push_back({"storage_tokens", [](const SummaryRow& r) { return general(r.storage_tokens); }});
+    c.push_back({"traffic_tokens", [](const SummaryRow& r) { return general(r.traffic_tokens); }});
+  }
   if (s.has_recall) c.push_back({"recall", [](const SummaryRow& r) { return general(r.recall); }});
   if (s.has_attn_error) c.push_back({"attn_error", [](const SummaryRow& r) { return general(r.attn_error); }});
   if (s.has_kl) c.push_back({"kl", [](const SummaryRow& r) { return general(r.kl); }});
@@ -128,6 +132,9 @@ Summary summarize(const std::vector<SampleRecord>& records) {
     row.attn_error = mean_of(group, &SampleRecord::attn_error);
     row.kl = mean_of(group, &SampleRecord::kl);
     row.ppl_ratio = mean_of(group, &SampleRecord::ppl_ratio);
+    row.storage_tokens = mean_of(group, &SampleRecord::storage_tokens);
+    row.traffic_tokens = mean_of(group, &SampleRecord::traffic_tokens);
+    s.has_token_cost |= row.storage_tokens.has_value();
     s.has_recall |= row.recall.has_value();
     s.has_attn_error |= row.attn_error.has_value();
     s.has_kl |= row.kl.has_value();

@@ -1,6 +1,7 @@
 // The summary of a sweep: per (method, budget, task, length), the means over its samples, as
 // summary.csv (columns method,budget,task,length,samples,score,kv_bytes,prefill_ms,score_ms,
-// decode_ms, then one trailing column per intrinsic metric any record has) and summary.md (the
+// decode_ms, storage_tokens and traffic_tokens when any record has them, then one trailing column
+// per intrinsic metric any record has) and summary.md (the
 // same as a Markdown table). Rows and means do not depend on the order of the records, so a
 // merged set of shards summarises exactly as one unsharded run.
 #pragma once
@@ -22,12 +23,14 @@ struct SummaryRow {
   int64_t samples = 0;
   double score = 0, kv_bytes = 0, prefill_ms = 0, score_ms = 0, decode_ms = 0;
   std::optional<double> recall, attn_error, kl, ppl_ratio;  // means over the samples that have them
+  std::optional<double> storage_tokens, traffic_tokens;     // the same, per (layer, KV head)
 };
 
 struct Summary {
   std::string protocol;
   std::vector<SummaryRow> rows;  // by task, length, method (`full` first, then by name), budget
   bool has_recall = false, has_attn_error = false, has_kl = false, has_ppl_ratio = false;
+  bool has_token_cost = false;
 };
 
 // Throws kvslim::Error when the records mix protocols (their rows would be averaged together).

@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <functional>
 
-#include "lookahead/adapter.h"
+#include "model/lookahead_adapter.h"
 #include "lookahead/response_data.h"
 #include "model/model.h"
 #include "util/thread_pool.h"

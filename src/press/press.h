@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -71,6 +72,13 @@ struct PressState {
   std::map<std::string, std::vector<int64_t>> i64;
 };
 
+// What one (layer, KV head) holds and reads at each decode step, in token-equivalents (one token
+// is its key and value, 2 * head_dim floats), averaged over the heads (METHODS.md: RocketKV
+// reports its storage and traffic so that its budget, a traffic budget, can be checked).
+struct TokenCost {
+  double storage = 0, traffic = 0;
+};
+
 class Press {
  public:
   virtual ~Press() = default;
@@ -113,6 +121,9 @@ class Press {
   // state does not fit the restored cache (checked before anything changes).
   virtual void save_state(PressState& state) const {}
   virtual void load_state(PressContext& ctx, const PressState& state) {}
+  // Storage and traffic as of the end of prefill, for a method whose budget is not simply the
+  // tokens it keeps (RocketKV); nullopt: see Session::token_cost.
+  virtual std::optional<TokenCost> token_cost() const { return std::nullopt; }
 };
 
 }  // namespace kvslim

@@ -7,8 +7,14 @@
 // tokens, KeyDiff's newest) as +inf, so they win both the per-head floor and the joint top.
 // A head whose forced tokens alone fill the budget (budget <= window) keeps the inner scorer's
 // own selection of `budget` tokens (the last ones, METHODS.md "Small cases") and takes exactly
-// `budget` of the layer's total. The inner method's probes and begin() are forwarded; adakv
-// compresses once, when the prompt is cached, and not during decode.
+// `budget` of the layer's total.
+//
+// The wrapped method runs unchanged: every hook (probes, begin, block ends, end of prefill, the
+// appended rows DapQ and LookaheadKV score with, decode steps, the extended question) is
+// forwarded to it, and adakv installs itself as its LayerSelection, so wherever the method would
+// evict a layer (end of prefill, each KeyDiff block, each H2O/TOVA/KeyDiff decode step) the
+// joint choice is made instead, with the method's own scores. A layer is compressed when it
+// holds more than n_kv_heads * budget tokens in total (heads may hold more than the budget).
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -24,32 +30,31 @@ namespace kvslim {
 
 namespace {
 
-class AdaKvPress final : public Press {
+class AdaKvPress final : public Press, private LayerSelection {
  public:
   AdaKvPress(std::unique_ptr<Press> inner, ScorerPress& scorer, double floor)
-      : inner_(std::move(inner)), scorer_(scorer), floor_(floor) {}
-
-  AttentionProbe* prefill_probe() override { return inner_->prefill_probe(); }
-  void check_budget(int64_t budget) const override { inner_->check_budget(budget); }
-  void begin(PressContext& ctx) override { inner_->begin(ctx); }
-
-  void end_prefill(PressContext& ctx) override {
-    for (int layer = 0; layer < ctx.cache().n_layers(); ++layer) compress_layer(ctx, layer);
+      : inner_(std::move(inner)), floor_(floor) {
+    scorer.set_layer_selection(this);
   }
 
- private:
-  struct Candidate {
-    float score;
-    int32_t head, index;
-  };
+  AttentionProbe* prefill_probe() override { return inner_->prefill_probe(); }
+  AttentionProbe* decode_probe() override { return inner_->decode_probe(); }
+  SparseSelector* sparse_selector() override { return inner_->sparse_selector(); }
+  int prefill_block() const override { return inner_->prefill_block(); }
+  void check_budget(int64_t budget) const override { inner_->check_budget(budget); }
+  void begin(PressContext& ctx) override { inner_->begin(ctx); }
+  void after_prefill_block(PressContext& ctx) override { inner_->after_prefill_block(ctx); }
+  void end_prefill(PressContext& ctx) override { inner_->end_prefill(ctx); }
+  void after_extend(PressContext& ctx) override { inner_->after_extend(ctx); }
+  void after_decode_step(PressContext& ctx) override { inner_->after_decode_step(ctx); }
 
-  void compress_layer(PressContext& ctx, int layer) {
+  // LayerSelection: the layer's n_kv_heads * budget best scores, each head first keeping its floor.
+  void compress_layer(PressContext& ctx, ScorerPress& scorer, int layer, int64_t budget) override {
     const PagedKvCache& cache = ctx.cache();
     const int n_heads = cache.n_kv_heads();
-    const int64_t budget = ctx.budget();
-    bool over = false;
-    for (int h = 0; h < n_heads; ++h) over = over || cache.head(layer, h).size() > budget;
-    if (!over) return;
+    int64_t total = 0;
+    for (int h = 0; h < n_heads; ++h) total += cache.head(layer, h).size();
+    if (total <= int64_t(n_heads) * budget) return;
 
     const int64_t floor_count = std::min<int64_t>(budget, int64_t(std::floor(floor_ * double(budget))));
     int64_t remaining = int64_t(n_heads) * budget;
@@ -57,11 +62,11 @@ class AdaKvPress final : public Press {
     std::vector<std::vector<int32_t>> keep(n_heads);
     std::vector<Candidate> pool;
     for (int h = 0; h < n_heads; ++h) {
-      scores[h] = scorer_.score(ctx, layer, h);
+      scores[h] = scorer.score(ctx, layer, h);
       ctx.record_scores(layer, h, scores[h]);
       const int64_t forced = std::count(scores[h].begin(), scores[h].end(), std::numeric_limits<float>::infinity());
       if (forced >= budget) {
-        keep[h] = scorer_.select(ctx, layer, h, scores[h], budget);
+        keep[h] = scorer.select(ctx, layer, h, scores[h], budget);
         remaining -= int64_t(keep[h].size());
         continue;
       }
@@ -84,12 +89,17 @@ class AdaKvPress final : public Press {
 
     for (int h = 0; h < n_heads; ++h) {
       std::sort(keep[h].begin(), keep[h].end());
-      if (int64_t(keep[h].size()) < cache.head(layer, h).size()) ctx.keep(layer, h, keep[h]);
+      if (int64_t(keep[h].size()) < cache.head(layer, h).size()) scorer.keep(ctx, layer, h, keep[h]);
     }
   }
 
-  std::unique_ptr<Press> inner_;
-  ScorerPress& scorer_;  // inner_, as a scorer
+ private:
+  struct Candidate {
+    float score;
+    int32_t head, index;
+  };
+
+  std::unique_ptr<Press> inner_;  // a ScorerPress whose LayerSelection is this
   double floor_;
 };
 
@@ -107,12 +117,12 @@ std::vector<std::string> split_options(const std::string& list) {
 std::unique_ptr<Press> make_adakv(const PressOptions& o) {
   const std::string name = o.get_string("scorer");
   const double floor = o.get_double("floor", 0.0, 1.0);
-  if (name == "adakv") fail("adakv: option scorer=adakv: adakv cannot wrap itself");
+  if (name == "adakv") fail("adakv: option scorer=adakv: 'adakv' cannot wrap itself");
   for (const PressInfo& info : press_registry()) {
     if (info.name != name) continue;
     std::unique_ptr<Press> inner = info.make(PressOptions(info.name, info.options, split_options(o.get_string("inner"))));
     auto* scorer = dynamic_cast<ScorerPress*>(inner.get());
-    if (!scorer) fail("adakv: option scorer={}: '{}' is not a score-based method", name, name);
+    if (!scorer) fail("adakv: option scorer={}: '{}' is not a score-based method (it cannot be wrapped)", name, name);
     return std::make_unique<AdaKvPress>(std::move(inner), *scorer, floor);
   }
   std::vector<std::string> names;

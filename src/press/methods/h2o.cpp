@@ -131,21 +131,9 @@ class H2oPress final : public ScorerPress {
     return scores;
   }
 
-  void end_prefill(PressContext& ctx) override {
-    PagedKvCache& cache = ctx.cache();
-    for (int layer = 0; layer < cache.n_layers(); ++layer)
-      for (int h = 0; h < cache.n_kv_heads(); ++h) {
-        if (cache.head(layer, h).size() <= ctx.budget()) continue;
-        const std::vector<float> scores = score(ctx, layer, h);
-        ctx.record_scores(layer, h, scores);
-        const std::vector<int32_t> keep = select(ctx, layer, h, scores, ctx.budget());
-        ctx.keep(layer, h, keep);
-        compact(ctx, layer, h, keep);
-      }
-  }
-
   void after_decode_step(PressContext& ctx) override {
     if (!decode_) return;
+    if (selection_installed()) return compress(ctx);  // adakv chooses across the layer's heads
     PagedKvCache& cache = ctx.cache();
     for (int layer = 0; layer < cache.n_layers(); ++layer)
       for (int h = 0; h < cache.n_kv_heads(); ++h)
@@ -175,12 +163,11 @@ class H2oPress final : public ScorerPress {
     group_mean(ctx, layer, kv_head, mean_);
     const int64_t n = int64_t(mean_.size());
     all_but_lowest(mean_, n - recent_count(n, ctx.budget()), keep_);
-    ctx.keep(layer, kv_head, keep_);
-    compact(ctx, layer, kv_head, keep_);
+    keep(ctx, layer, kv_head, keep_);
   }
 
   // Each query head's sums follow the eviction of its KV head.
-  void compact(PressContext& ctx, int layer, int kv_head, std::span<const int32_t> keep) {
+  void after_keep(PressContext& ctx, int layer, int kv_head, std::span<const int32_t> keep) override {
     const int group = ctx.config().group_size();
     for (int g = 0; g < group; ++g) {
       std::vector<float>& s = sums_.of(layer, kv_head * group + g);

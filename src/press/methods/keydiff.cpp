@@ -28,11 +28,12 @@ class KeyDiffPress final : public ScorerPress {
   int prefill_block() const override { return block_; }
 
   void after_prefill_block(PressContext& ctx) override {
-    ScorerPress::end_prefill(ctx);  // every head above the budget: score, record, keep the top
+    compress(ctx);  // every head above the budget: score, record, keep the top
   }
 
   void after_decode_step(PressContext& ctx) override {
     if (!decode_) return;
+    if (selection_installed()) return compress(ctx);  // adakv chooses across the layer's heads
     PagedKvCache& cache = ctx.cache();
     for (int layer = 0; layer < cache.n_layers(); ++layer)
       for (int h = 0; h < cache.n_kv_heads(); ++h)

@@ -7,7 +7,7 @@
 // train-lookahead` and refuses to load on a model other than the one it was made for.
 #include <optional>
 
-#include "lookahead/adapter.h"
+#include "model/lookahead_adapter.h"
 #include "press/attention_accumulator.h"
 #include "press/methods.h"
 #include "press/scorer_press.h"

@@ -43,15 +43,8 @@ class PyramidKvPress final : public SnapKvScorer {
     // A budget that cannot hold the window keeps the last `budget` tokens in every layer.
     const int64_t b = budget - window();
     const std::vector<int64_t> prefix = b > 0 ? pyramid_prefix_budgets(cache.n_layers(), b, beta_) : std::vector<int64_t>{};
-    for (int layer = 0; layer < cache.n_layers(); ++layer) {
-      const int64_t layer_budget = b > 0 ? prefix[layer] + window() : budget;
-      for (int h = 0; h < cache.n_kv_heads(); ++h) {
-        if (cache.head(layer, h).size() <= layer_budget) continue;  // the whole prefix fits
-        const std::vector<float> scores = score(ctx, layer, h);
-        ctx.record_scores(layer, h, scores);
-        ctx.keep(layer, h, select(ctx, layer, h, scores, layer_budget));
-      }
-    }
+    for (int layer = 0; layer < cache.n_layers(); ++layer)
+      compress_layer(ctx, layer, b > 0 ? prefix[layer] + window() : budget);  // heads within it are untouched
   }
 
  private:

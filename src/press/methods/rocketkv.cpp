@@ -91,6 +91,8 @@ class RocketKvPress final : public SparseAttentionPress {
   }
 
   // Stage 1. Pages restart from the compacted cache (or the working set).
+  std::optional<TokenCost> token_cost() const override { return active_ ? std::optional(cost_) : std::nullopt; }
+
   void end_prefill(PressContext& ctx) override {
     if (!active_) return;
     PagedKvCache& cache = ctx.cache();
@@ -119,6 +121,16 @@ class RocketKvPress final : public SparseAttentionPress {
         } else {
           ctx.keep(layer, h, keep);
         }
+      }
+    // What the first decode step stores and reads per head (stage 2 pages what it ranks).
+    cost_ = {};
+    for (int layer = 0; layer < cache.n_layers(); ++layer)
+      for (int h = 0; h < cache.n_kv_heads(); ++h) {
+        const size_t lh = size_t(layer) * cache.n_kv_heads() + h;
+        const int64_t stored = cache.head(layer, h).size();
+        const int64_t paged = s_.multi_turn && !working_set_[lh].empty() ? int64_t(working_set_[lh].size()) : stored;
+        cost_.storage += plan_.storage_tokens(stored, paged) / double(heads);
+        cost_.traffic += plan_.traffic_tokens(paged, cache.head_dim()) / double(heads);
       }
   }
 
@@ -209,6 +221,7 @@ class RocketKvPress final : public SparseAttentionPress {
   RocketKvSettings s_;
   bool active_ = false;
   RocketKvPlan plan_;
+  TokenCost cost_;
   AttentionAccumulator votes_;
   std::vector<std::vector<int32_t>> working_set_;  // [layer][kv head]: RocketKV-MT's stage-1 selection
   std::vector<int64_t> tail_from_;                 // [layer][kv head]: first cache index after it

@@ -31,14 +31,7 @@ class TovaPress final : public ScorerPress {
 
   // The probe saw the new token's attention over each head's cache (itself included).
   void after_decode_step(PressContext& ctx) override {
-    PagedKvCache& cache = ctx.cache();
-    for (int layer = 0; layer < cache.n_layers(); ++layer)
-      for (int h = 0; h < cache.n_kv_heads(); ++h)
-        if (cache.head(layer, h).size() > ctx.budget()) {
-          const std::vector<float> s = score(ctx, layer, h);
-          ctx.record_scores(layer, h, s);
-          ctx.keep(layer, h, select(ctx, layer, h, s, ctx.budget()));
-        }
+    compress(ctx);
     prepare_next_step(ctx);
   }
 

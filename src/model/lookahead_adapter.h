@@ -11,6 +11,8 @@
 //   blk.N.SITE.lora_a           f32 [in, r]   (r rows of in: A)
 //   blk.N.SITE.lora_b           f32 [r, out]  (out rows of r: B)
 // with SITE one of attn_q, attn_k, attn_v, attn_output, ffn_gate, ffn_up, ffn_down.
+// It lives in model/ (which owns LoRA and adapter files) so that both press/ (the lookaheadkv
+// method loads it) and lookahead/ (the trainer writes it) use it without press/ reaching up.
 #pragma once
 
 #include <cstdint>

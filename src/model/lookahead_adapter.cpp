@@ -1,4 +1,4 @@
-#include "lookahead/adapter.h"
+#include "model/lookahead_adapter.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>

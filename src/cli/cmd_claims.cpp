@@ -1,0 +1,91 @@
+// kvslim claims: do the seed papers' headline comparisons hold on our model? Runs the three sweeps
+// of eval/claims.h on held-out samples (resumable: OUT keeps every run), then prints one table of
+// claims with our figures, the paired 95% interval and the verdict, and writes OUT/claims.md.
+#include <fmt/format.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+
+#include "cli/commands.h"
+#include "cli/progress.h"
+#include "eval/claims.h"
+#include "eval/sample_source.h"
+#include "model/model.h"
+#include "util/error.h"
+
+namespace kvslim::cli {
+
+namespace {
+
+constexpr const char* kDefaultModel = "models/kvslim-small.gguf";
+
+struct ClaimsOptions {
+  std::string model = kDefaultModel;
+  std::string adapter;  // default: MODEL's .lookahead.gguf beside it, when it exists
+  bool quick = false;
+  std::string out = "claims-out";
+  int threads = 0;
+};
+
+std::string default_adapter(const std::string& model) {
+  std::filesystem::path p(model);
+  p.replace_extension(".lookahead.gguf");
+  return std::filesystem::exists(p) ? p.string() : "";
+}
+
+void run_claims(const ClaimsOptions& opt) {
+  const auto start = std::chrono::steady_clock::now();
+  if (!std::filesystem::exists(opt.model))
+    fail("model {} not found{}", opt.model,
+         opt.model == kDefaultModel ? " (run from the repository root, or pass -m MODEL)" : "");
+  const std::string adapter = opt.adapter.empty() ? default_adapter(opt.model) : opt.adapter;
+  if (!adapter.empty() && !std::filesystem::exists(adapter)) fail("--adapter {}: no such file", adapter);
+  const eval::ClaimsPlan plan = eval::claims_plan(opt.quick, adapter);
+  const std::vector<eval::ClaimsSweep> sweeps = eval::claims_sweeps(plan, opt.out);
+
+  const auto model = Model::load(opt.model);
+  ThreadPool pool(opt.threads);
+  const eval::TaskCatalog catalog = eval::generated_tasks();
+  fmt::print("kvslim claims{}: {}; tasks {} at {} tokens, {} held-out samples each; budgets {}\n",
+             opt.quick ? " --quick" : "", opt.model, fmt::join(plan.tasks, ","), fmt::join(plan.lengths, ","),
+             plan.samples, fmt::join(plan.budgets, ","));
+  std::vector<std::vector<eval::SampleRecord>> records;
+  for (const eval::ClaimsSweep& s : sweeps) {
+    fmt::print(stderr, "sweep {} ({} methods)\n", s.dir, s.options.methods.size());
+    const eval::SampleSource source = eval::generated_source(s.grid, catalog, model->tokenizer());
+    Progress progress;
+    eval::run_sweep(*model, pool, source, s.options, std::ref(progress));
+    progress.finish();
+    records.push_back(eval::read_records((std::filesystem::path(s.options.out_dir) / "samples.jsonl").string()));
+  }
+
+  const std::string table = eval::claims_markdown(eval::claim_rows(plan, records[0], records[1], records[2]));
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  fmt::print("\n{}\nverdict: paired 95% t-interval of the per-sample difference (docs/claims.md); {}\n", table,
+             format_duration(seconds));
+  const std::filesystem::path md = std::filesystem::path(opt.out) / "claims.md";
+  const std::filesystem::path partial = md.string() + ".partial";
+  {
+    std::ofstream f(partial);
+    f << table;
+    if (!f) fail("cannot write {}", partial.string());
+  }
+  std::filesystem::rename(partial, md);
+  fmt::print("table: {}; every run: {}/*/samples.jsonl\n", md.string(), opt.out);
+}
+
+}  // namespace
+
+void add_claims_command(CLI::App& app) {
+  auto opt = std::make_shared<ClaimsOptions>();
+  CLI::App* cmd = app.add_subcommand("claims", "do the seed papers' claims hold on this model? one table, with intervals");
+  cmd->add_flag("--quick", opt->quick, "1024 tokens only (the full run adds 2048): about 5 minutes");
+  cmd->add_option("-m,--model", opt->model, "GGUF model")->capture_default_str();
+  cmd->add_option("--adapter", opt->adapter, "LookaheadKV adapter (default: MODEL's .lookahead.gguf, if present)");
+  cmd->add_option("--out", opt->out, "output directory (runs already in it are kept and skipped)")->capture_default_str();
+  cmd->add_option("--threads", opt->threads, "threads (0: all cores)")->capture_default_str();
+  cmd->callback([opt] { run_claims(*opt); });
+}
+
+}  // namespace kvslim::cli
