@@ -97,6 +97,9 @@ TEST(ChatTemplate, WhitespaceControl) {
       {"x\n\n", "x\n"},
       {"a\r\nb", "a\nb"},
       {"{% raw %}{{ kept }}{% endraw %}", "{{ kept }}"},
+      // No trim_blocks after {% raw %} (Jinja2's raw rule has none), but after {% endraw %}.
+      {"{% raw %}\n{{ x }}\n  {% endraw %}\nz", "\n{{ x }}\nz"},
+      {"{%- raw -%}\n  {{ x }}  \n{%- endraw %}", "{{ x }}"},
   });
 }
 
@@ -135,6 +138,8 @@ TEST(ChatTemplate, MacrosSetAndFilterBlocks) {
        "Hi a! Hi b? Hi c."},
       {"{% macro m(a) %}[{{ a }}|{{ b }}]{% endmacro %}{% set b = 'B' %}{{ m(1) }}", "[1|B]"},
       {"{% macro r(n) %}{% if n > 0 %}{{ n }}{{ r(n - 1) }}{% endif %}{% endmacro %}{{ r(3) }}", "321"},
+      // A macro defined in a loop sees that loop's names.
+      {"{% for i in 'ab' %}{% macro m() %}{{ i }}{{ loop.index }}{% endmacro %}{{ m() }}{% endfor %}", "a1b2"},
       {"{% set body %}x{{ 1 + 1 }}{% endset %}[{{ body }}]", "[x2]"},
       {"{% set a, b = 1, 'two' %}{{ b }}{{ a }}", "two1"},
       {"{% filter upper %}hello {{ 'you' }}{% endfilter %}", "HELLO YOU"},

@@ -94,6 +94,13 @@ TEST(CliApplyTemplate, SharedVocabOnlyFileWithATemplate) {
   const CommandResult r = run("apply-template -m " + phi3 + " --messages " + conversation());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, "<s><|user|>\nHi é<|end|>\n<|assistant|>\nYo<|end|>\n");
+  // Special-token texts of a byte-level BPE vocabulary come back as written (not byte-mapped).
+  const std::string deepseek = std::string(KVSLIM_SHARED_DIR) + "/tokenizer-vectors/ggml-vocab-deepseek-llm.gguf";
+  if (!std::filesystem::exists(deepseek)) return;
+  const std::string t = write_file("tokens.jinja", "{{ bos_token }}|{{ eos_token }}");
+  const CommandResult d = run("apply-template -m " + deepseek + " --template " + t + " --messages " + conversation());
+  ASSERT_EQ(d.exit_code, 0) << d.err;
+  EXPECT_EQ(d.out, "<｜begin▁of▁sentence｜>|<｜end▁of▁sentence｜>");
 }
 
 TEST(CliApplyTemplate, BadInputGivesOneLine) {

@@ -42,8 +42,8 @@ void add_apply_template_command(CLI::App& app) {
     std::optional<ChatTemplate> tmpl;
     if (!opt->model.empty()) {
       const gguf::File file = gguf::File::open(opt->model);
-      options = ChatTemplate::default_options(Tokenizer::from_gguf(file));
       tmpl = ChatTemplate::for_file(file, opt->template_file);
+      options = ChatTemplate::default_options(Tokenizer::from_gguf(file));
     } else {
       tmpl = ChatTemplate::from_path(opt->template_file);
     }

@@ -1,6 +1,7 @@
 // Execution of statements. Scoping follows Jinja2: `if` shares its frame, each loop iteration
 // and each macro call gets a fresh one (so `set` inside a loop does not leak out; templates use
-// namespace() for that), and a macro sees the template's top-level names.
+// namespace() for that), and a macro sees the template's top-level names and those around its
+// definition.
 #include <fmt/format.h>
 
 #include "chat/jinja/ast.h"
@@ -132,7 +133,16 @@ Flow SetStmt::exec(Context& ctx) const {
 
 Flow MacroStmt::exec(Context& ctx) const {
   const MacroStmt* self = this;
-  ctx.assign(name, Value::callable(name, [self](CallArgs& args, Context& ctx) {
+  // A macro defined inside a loop or macro sees the names around its definition (`loop`, the
+  // loop variable): they are copied now, since those frames end before a later call may come.
+  std::shared_ptr<Context::Frame> closure;
+  if (ctx.frame() != &ctx.root()) {
+    closure = std::make_shared<Context::Frame>();
+    closure->parent = &ctx.root();
+    for (const Context::Frame* f = ctx.frame(); f && f != &ctx.root(); f = f->parent)
+      for (const auto& [key, value] : f->vars) closure->vars.emplace(key, value);  // inner frames win
+  }
+  ctx.assign(name, Value::callable(name, [self, closure](CallArgs& args, Context& ctx) {
                if (args.positional.size() > self->params.size())
                  raise(fmt::format("macro '{}' takes not more than {} argument(s)", self->name, self->params.size()));
                if (++ctx.call_depth() > ctx.limits().max_call_depth) {
@@ -148,7 +158,7 @@ Flow MacroStmt::exec(Context& ctx) const {
                  for (const auto& p : self->params) known |= p.first == entry.first;
                  if (!known) raise(fmt::format("macro '{}' has no argument named '{}'", self->name, entry.first));
                }
-               return with_frame(ctx, &ctx.root(), [&] {
+               return with_frame(ctx, closure ? closure.get() : &ctx.root(), [&] {
                  for (size_t i = 0; i < self->params.size(); ++i) {
                    const auto& [param, fallback] = self->params[i];
                    Value v = args.get(i, param.c_str());

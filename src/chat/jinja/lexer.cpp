@@ -165,19 +165,20 @@ class Lexer {
     after_end(sign, true);
   }
 
-  // {% raw %}...{% endraw %}: the body is text, tags in it are not interpreted.
+  // {% raw %}...{% endraw %}: the body is text, tags in it are not interpreted. As in Jinja2,
+  // the opening tag takes `-` but not `+`, and trim_blocks does not apply after it.
   bool raw_block() {
     size_t p = pos_;
     while (p < src_.size() && is_ws(src_[p])) ++p;
     if (src_.compare(p, 3, "raw") != 0) return false;
     p += 3;
     while (p < src_.size() && is_ws(src_[p])) ++p;
-    char sign = 0;
-    if (p < src_.size() && (src_[p] == '-' || src_[p] == '+')) sign = src_[p++];
+    const bool strip_after = p < src_.size() && src_[p] == '-';
+    if (strip_after) ++p;
     if (src_.compare(p, 2, "%}") != 0) return false;
     const int start_line = line_;
     advance_to(p + 2);
-    after_end(sign, true);
+    if (strip_after) after_end('-', true);
     // Find {%[-+]? endraw [-+]?%}.
     for (size_t q = src_.find("{%", pos_); q != std::string::npos; q = src_.find("{%", q + 1)) {
       size_t r = q + 2;
@@ -191,11 +192,13 @@ class Lexer {
       if (r < src_.size() && (src_[r] == '-' || src_[r] == '+')) close_sign = src_[r++];
       if (src_.compare(r, 2, "%}") != 0) continue;
       std::string body = src_.substr(pos_, q - pos_);
+      const bool line_starting = pos_ == 0 || src_[pos_ - 1] == '\n';
       if (open_sign == '-') {
         while (!body.empty() && is_ws(body.back())) body.pop_back();
       } else if (open_sign != '+') {
         const size_t line_start = body.rfind('\n') == std::string::npos ? 0 : body.rfind('\n') + 1;
-        if (line_start > 0 && std::all_of(body.begin() + static_cast<long>(line_start), body.end(), [](char c) { return is_ws(c); }))
+        if ((line_start > 0 || line_starting) &&
+            std::all_of(body.begin() + static_cast<long>(line_start), body.end(), [](char c) { return is_ws(c); }))
           body.resize(line_start);
       }
       emit_text(body, line_);

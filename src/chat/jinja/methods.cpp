@@ -40,23 +40,10 @@ Value attribute_path(const Value& v, const std::string& path) {
 
 namespace {
 
-using Method = Value (*)(const Value& self, CallArgs& args, Context& ctx);
-
-std::string optional_chars(const CallArgs& args, std::string& storage, const std::string*& chars) {
-  const Value c = args.get(0, "chars");
-  chars = nullptr;
-  if (!c.is_undefined() && !c.is_none()) {
-    storage = expect_string(c, "strip() chars");
-    chars = &storage;
-  }
-  return {};
-}
-
 Value strip_impl(const Value& self, CallArgs& args, bool left, bool right) {
   args.expect("strip", 1, {"chars"});
-  std::string storage;
-  const std::string* chars;
-  optional_chars(args, storage, chars);
+  const Value c = args.get(0, "chars");
+  const std::string* chars = c.is_undefined() || c.is_none() ? nullptr : &expect_string(c, "strip() chars");
   return Value::string(text::strip(self.as_string(), chars, left, right));
 }
 
