@@ -26,7 +26,7 @@ constexpr float kTinyGroup = 1e-15f;
 
 // Affine fit of x[0, n) to levels L in [0, nmax]: x ~ scale * L - min_out (min_out >= 0, i.e. the
 // offset is never positive, so zero stays representable). Starts from the plain [min, max] grid,
-// then tries nstep + 1 grid densities iscale = (nmax + rmin + rdelta * k) / (max - min); for each,
+// then tries nstep + 1 grid densities iscale = (nmax + rmin + rdelta * k) / (max - offset); for each,
 // the levels are fixed and (scale, offset) solved by weighted least squares; the candidate with
 // the least weighted error (|err| when abs_error, else err^2) wins. Returns the scale.
 float fit_affine(int n, int nmax, const float* x, const float* w, uint8_t* L, float& min_out, float rmin,
@@ -59,11 +59,12 @@ float fit_affine(int n, int nmax, const float* x, const float* w, uint8_t* L, fl
   for (int i = 0; i < n; ++i) L[i] = static_cast<uint8_t>(std::clamp(nearest(iscale * (x[i] - lo)), 0, nmax));
   float best = error_of(scale, offset, L);
   uint8_t trial[32];
+  // Note: once a candidate wins, later grids are anchored at its (fitted) offset, not at lo.
   for (int k = 0; k <= nstep; ++k) {
-    iscale = (rmin + rdelta * k + nmax) / (hi - lo);
+    iscale = (rmin + rdelta * k + nmax) / (hi - offset);
     float sum_l = 0, sum_l2 = 0, sum_xl = 0;
     for (int i = 0; i < n; ++i) {
-      const int l = std::clamp(nearest(iscale * (x[i] - lo)), 0, nmax);
+      const int l = std::clamp(nearest(iscale * (x[i] - offset)), 0, nmax);
       trial[i] = static_cast<uint8_t>(l);
       sum_l += w[i] * l;
       sum_l2 += w[i] * l * l;
