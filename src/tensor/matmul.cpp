@@ -15,6 +15,7 @@
 #include "tensor/kernels.h"
 #include "tensor/matmul_internal.h"
 #include "tensor/ops.h"
+#include "tensor/quant_dot.h"
 #include "util/error.h"
 
 #include "tensor/simd.h"
@@ -35,9 +36,11 @@ constexpr int kNR = 8;
 constexpr int64_t kKC = 256;  // depth of one K slice (multiple of 256 so every block type stays whole)
 
 // Packs tokens [t0, t0 + kMR) of x (n x k, row-major) as dst[kk * kMR + t]; missing tokens are 0.
-// With quantise_x, each row is first rounded through the 8-bit activation quantisation that the
-// q8_0 int8 kernels use, so q8_0 results do not depend on which kernel the build has.
-void pack_x_panel(const float* x, int64_t n, int64_t k, int64_t t0, float* dst, bool quantise_x) {
+// For block-quantised weights, each row is first rounded through the activation quantisation
+// that the type's integer dot products use (q8_0 blocks, or q8_K for K-quants), so results do
+// not depend on which kernel (decode's or prefill's) computed them.
+void pack_x_panel(const float* x, int64_t n, int64_t k, int64_t t0, float* dst, DType wtype) {
+  const bool quantise_x = dtype_is_quantized(wtype);
   const int mt = static_cast<int>(std::min<int64_t>(kMR, n - t0));
   if (mt < kMR) std::memset(dst, 0, static_cast<size_t>(k) * kMR * sizeof(float));
   const float* rows[kMR];
@@ -45,7 +48,11 @@ void pack_x_panel(const float* x, int64_t n, int64_t k, int64_t t0, float* dst, 
     thread_local detail::Scratch q_scratch;
     auto* q = static_cast<float*>(q_scratch.get(static_cast<size_t>(kMR) * k * sizeof(float)));
     for (int t = 0; t < mt; ++t) {
-      detail::round_through_q8_activations(x + (t0 + t) * k, k, q + t * k);
+      if (wtype == DType::Q8_0) {
+        detail::round_through_q8_activations(x + (t0 + t) * k, k, q + t * k);
+      } else {
+        detail::round_through_quant_activations(wtype, x + (t0 + t) * k, k, q + t * k);
+      }
       rows[t] = q + t * k;
     }
   } else {
@@ -235,7 +242,7 @@ void matmul_f32_gemm(const WeightView& w, const float* x, int64_t n, float* y, T
 
   const bool parallel = pool.size() > 1 && static_cast<double>(n) * w.rows * k > 2e6;
   auto pack = [&](int t, int nt) {
-    for (int64_t p = n_xpanels * t / nt; p < n_xpanels * (t + 1) / nt; ++p) pack_x_panel(x, n, k, p * kMR, xp + p * k * kMR, w.type == DType::Q8_0);
+    for (int64_t p = n_xpanels * t / nt; p < n_xpanels * (t + 1) / nt; ++p) pack_x_panel(x, n, k, p * kMR, xp + p * k * kMR, w.type);
   };
   // Weight panels go out in chunks of up to 4 (about 4 chunks per thread at least).
   detail::ChunkQueue queue(n_wpanels, std::clamp<int64_t>(n_wpanels / (4 * pool.size()), 1, 4));
