@@ -60,6 +60,7 @@ QuantActivations prepare_quant_activations(DType type, const float* x, int64_t n
   a.q = q8.q;
   a.d = q8.scale;
   a.sum = sums;
+  a.lane_corr = q8.lane_corr;
   return a;
 }
 

@@ -23,7 +23,8 @@ struct QuantActivations {
   // Legacy types: n / 32 blocks.
   const int8_t* q = nullptr;
   const float* d = nullptr;
-  const int32_t* sum = nullptr;  // sum of each block's q
+  const int32_t* sum = nullptr;        // sum of each block's q
+  const int32_t* lane_corr = nullptr;  // per 4 consecutive q: -128 * their sum (Q8Activations)
   // K-quants: n / 256 super-blocks.
   const BlockQ8_K* k = nullptr;
 };

@@ -42,13 +42,13 @@ inline float hsum(__m256 v) {
 inline __m256i load32(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
 inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
 
-// sum of 4 consecutive u8 * s8 products per int32 lane.
+// acc + the sum of 4 consecutive u8 * s8 products per int32 lane.
 template <bool kVnni>
-inline __m256i dot_u8s8(__m256i w, __m256i x) {
+inline __m256i dot_u8s8(__m256i acc, __m256i w, __m256i x) {
 #if defined(KVSLIM_QDOT_VNNI)
-  if constexpr (kVnni) return _mm256_dpbusd_epi32(_mm256_setzero_si256(), w, x);
+  if constexpr (kVnni) return _mm256_dpbusd_epi32(acc, w, x);
 #endif
-  return _mm256_madd_epi16(_mm256_maddubs_epi16(w, x), _mm256_set1_epi16(1));
+  return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(w, x), _mm256_set1_epi16(1)));
 }
 
 // acc + sum over pairs of (u8 * s8 pair sums) * int16 scales.
@@ -92,11 +92,13 @@ float dot_legacy(DType type, const uint8_t* row, const QuantActivations& xa, siz
     uint16_t dh;
     std::memcpy(&dh, blk, 2);
     const float dd = h2f(dh) * xa.d[b];
-    __m256i w;
+    // The symmetric types' offset (-8 or -16) starts each lane's int32 sum: -offset * (sum of
+    // the lane's 4 activations) = lane_corr (-128 * that sum) shifted right by 4 or 3, exactly.
+    __m256i w, init = _mm256_setzero_si256();
     switch (type) {
       case DType::Q4_0:
         w = nibbles32(blk + 2);
-        corr -= 8.0f * dd * static_cast<float>(xa.sum[b]);
+        init = _mm256_srai_epi32(load32(xa.lane_corr + b * 8), 4);
         break;
       case DType::Q4_1: {
         w = nibbles32(blk + 4);
@@ -107,7 +109,7 @@ float dot_legacy(DType type, const uint8_t* row, const QuantActivations& xa, siz
       }
       case DType::Q5_0:
         w = _mm256_or_si256(nibbles32(blk + 6), fifth_bits(blk + 2));
-        corr -= 16.0f * dd * static_cast<float>(xa.sum[b]);
+        init = _mm256_srai_epi32(load32(xa.lane_corr + b * 8), 3);
         break;
       default: {  // Q5_1
         w = _mm256_or_si256(nibbles32(blk + 8), fifth_bits(blk + 4));
@@ -117,7 +119,7 @@ float dot_legacy(DType type, const uint8_t* row, const QuantActivations& xa, siz
         break;
       }
     }
-    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot_u8s8<kVnni>(w, x)), _mm256_set1_ps(dd), acc);
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot_u8s8<kVnni>(init, w, x)), _mm256_set1_ps(dd), acc);
   }
   return hsum(acc) + corr;
 }
