@@ -82,7 +82,7 @@ inline __m256i fifth_bits(const uint8_t* qh4) {
 template <bool kVnni>
 float dot_legacy(DType type, const uint8_t* row, const QuantActivations& xa, size_t pf) {
   const int64_t nb = xa.n / kQ4Block;
-  __m256 acc = _mm256_setzero_ps();
+  __m256 accs[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};  // even / odd blocks
   float corr = 0;  // the offsets / mins, through the activation sums
   const size_t bb = dtype_block_bytes(type);
   for (int64_t b = 0; b < nb; ++b) {
@@ -119,9 +119,9 @@ float dot_legacy(DType type, const uint8_t* row, const QuantActivations& xa, siz
         break;
       }
     }
-    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot_u8s8<kVnni>(init, w, x)), _mm256_set1_ps(dd), acc);
+    accs[b & 1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot_u8s8<kVnni>(init, w, x)), _mm256_set1_ps(dd), accs[b & 1]);
   }
-  return hsum(acc) + corr;
+  return hsum(_mm256_add_ps(accs[0], accs[1])) + corr;
 }
 
 // Shuffle that spreads int16 scale `s` of a 128-bit lane holding 8 int16 over all 8 int16 of
@@ -153,7 +153,10 @@ float dot_k(DType type, const uint8_t* row, const QuantActivations& xa, size_t p
     for (size_t off = 0; off < bb; off += 64) _mm_prefetch(ahead + off, _MM_HINT_T0);
     const BlockQ8_K& x = xa.k[b];
     const __m256i bsums = load32(x.bsums);
-    __m256i isum = _mm256_setzero_si256();
+    // Two integer accumulators, alternating between chunks, so the fused multiply-accumulates
+    // (vpdpwssd: 5 cycles latency) of consecutive chunks do not wait on each other.
+    __m256i is[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+    __m256i isum;
     switch (type) {
       case DType::Q2_K: {
         const auto& blk = *reinterpret_cast<const BlockQ2_K*>(blkp);
@@ -169,9 +172,10 @@ float dot_k(DType type, const uint8_t* row, const QuantActivations& xa, size_t p
 #pragma GCC unroll 4
           for (int k = 0; k < 4; ++k) {
             const __m256i w = _mm256_and_si256(_mm256_srli_epi16(v, 2 * k), m2);
-            isum = dot_scaled<kVnni>(isum, w, load32(x.qs + 128 * h + 32 * k), pick_scales(s, 2 * k, 2 * k + 1));
+            is[k & 1] = dot_scaled<kVnni>(is[k & 1], w, load32(x.qs + 128 * h + 32 * k), pick_scales(s, 2 * k, 2 * k + 1));
           }
         }
+        isum = _mm256_add_epi32(is[0], is[1]);
         const __m256i msum = _mm256_madd_epi16(bsums, _mm256_load_si256(reinterpret_cast<const __m256i*>(mn)));
         acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(x.d * h2f(blk.d)), acc);
         acc_min = _mm256_fmadd_ps(_mm256_cvtepi32_ps(msum), _mm256_set1_ps(-x.d * h2f(blk.dmin)), acc_min);
@@ -190,12 +194,12 @@ float dot_k(DType type, const uint8_t* row, const QuantActivations& xa, size_t p
           for (int k = 0; k < 4; ++k) {
             const __m256i high = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hm, 4 * h + k), m1), 2);
             const __m256i w = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 2 * k), m2), high);
-            isum = dot_scaled<kVnni>(isum, w, load32(x.qs + 128 * h + 32 * k), pick_scales(s, 2 * k, 2 * k + 1));
+            is[k & 1] = dot_scaled<kVnni>(is[k & 1], w, load32(x.qs + 128 * h + 32 * k), pick_scales(s, 2 * k, 2 * k + 1));
           }
         }
         // - 4 * sum_j s_j * bsum_j
         const __m256i off = _mm256_madd_epi16(bsums, _mm256_load_si256(reinterpret_cast<const __m256i*>(sc)));
-        isum = _mm256_sub_epi32(isum, _mm256_slli_epi32(off, 2));
+        isum = _mm256_sub_epi32(_mm256_add_epi32(is[0], is[1]), _mm256_slli_epi32(off, 2));
         acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(x.d * h2f(blk.d)), acc);
         break;
       }
@@ -222,9 +226,10 @@ float dot_k(DType type, const uint8_t* row, const QuantActivations& xa, size_t p
             lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * p), m1), 4));
             hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * p + 1), m1), 4));
           }
-          isum = dot_scaled<kVnni>(isum, lo, load32(x.qs + 64 * p), pick_scales(s, 2 * p, 2 * p));
-          isum = dot_scaled<kVnni>(isum, hi, load32(x.qs + 64 * p + 32), pick_scales(s, 2 * p + 1, 2 * p + 1));
+          is[0] = dot_scaled<kVnni>(is[0], lo, load32(x.qs + 64 * p), pick_scales(s, 2 * p, 2 * p));
+          is[1] = dot_scaled<kVnni>(is[1], hi, load32(x.qs + 64 * p + 32), pick_scales(s, 2 * p + 1, 2 * p + 1));
         }
+        isum = _mm256_add_epi32(is[0], is[1]);
         uint16_t dh, mh;
         std::memcpy(&dh, blkp, 2);
         std::memcpy(&mh, blkp + 2, 2);
@@ -253,12 +258,12 @@ float dot_k(DType type, const uint8_t* row, const QuantActivations& xa, size_t p
                               _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 6), m2), 4))};
 #pragma GCC unroll 4
           for (int k = 0; k < 4; ++k) {
-            isum = dot_scaled<kVnni>(isum, w[k], load32(x.qs + 128 * h + 32 * k), pick_scales(s, 2 * k, 2 * k + 1));
+            is[k & 1] = dot_scaled<kVnni>(is[k & 1], w[k], load32(x.qs + 128 * h + 32 * k), pick_scales(s, 2 * k, 2 * k + 1));
           }
         }
         // - 32 * sum_j s_j * bsum_j
         const __m256i off = _mm256_madd_epi16(bsums, _mm256_load_si256(reinterpret_cast<const __m256i*>(sc)));
-        isum = _mm256_sub_epi32(isum, _mm256_slli_epi32(off, 5));
+        isum = _mm256_sub_epi32(_mm256_add_epi32(is[0], is[1]), _mm256_slli_epi32(off, 5));
         acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(x.d * h2f(blk.d)), acc);
         break;
       }
