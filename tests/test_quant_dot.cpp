@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "tensor/dtype.h"
+#include "tensor/matmul_internal.h"
 #include "tensor/ops.h"
 #include "util/error.h"
 #include "util/thread_pool.h"
@@ -22,10 +23,11 @@ constexpr DType kBlockTypes[] = {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q
 
 bool is_k(DType t) { return dtype_block_size(t) == 256; }
 
-// Activations as the kernels see them, computed independently of the library.
-std::vector<double> rounded_activations(DType t, const std::vector<float>& x) {
+// Activations as the kernels see them, computed independently of the library: q8_K super-blocks
+// for K-quants (q8k = true), q8_0-style blocks of 32 otherwise.
+std::vector<double> rounded_activations(DType t, const std::vector<float>& x, bool q8k) {
   std::vector<double> out(x.size());
-  const size_t block = is_k(t) ? 256 : 32;
+  const size_t block = q8k ? 256 : 32;
   for (size_t b = 0; b < x.size(); b += block) {
     float amax = 0, max = 0;
     for (size_t i = 0; i < block; ++i) {
@@ -37,7 +39,7 @@ std::vector<double> rounded_activations(DType t, const std::vector<float>& x) {
     for (size_t i = 0; i < block; ++i) {
       if (amax == 0) {
         out[b + i] = 0;
-      } else if (is_k(t)) {  // q8_K: the signed maximum maps to -127, d = 1 / iscale
+      } else if (q8k) {  // q8_K: the signed maximum maps to -127, d = 1 / iscale
         const float iscale = -127.0f / max;
         out[b + i] = double(1 / iscale) * std::min(127.0f, std::nearbyint(iscale * x[b + i]));
       } else {  // q8_0-style: d = amax / 127
@@ -102,7 +104,7 @@ TEST_P(QuantDot, EveryPathMatchesDoubleReferenceOnOddRowCounts) {
   const Matrix m = random_matrix(t, rows, cols, 11);
   const auto x = random_x(cols, 5);
   std::vector<double> want, mag;
-  reference(m, rounded_activations(t, x), want, mag);
+  reference(m, rounded_activations(t, x, is_k(t)), want, mag);
   ThreadPool one(1), two(2);
   int paths = 0;
   for (QuantKernel path : {QuantKernel::Vnni, QuantKernel::Avx2, QuantKernel::Scalar}) {
@@ -143,7 +145,11 @@ TEST_P(QuantDot, MatmulMatchesReferenceForEachToken) {
   for (int i = 0; i < n; ++i) {
     const std::vector<float> x(xs.begin() + i * cols, xs.begin() + (i + 1) * cols);
     std::vector<double> want, mag;
-    reference(m, rounded_activations(t, x), want, mag);
+    // Prefill's int8 GEMM (AVX-512 VNNI builds) takes q4_K / q5_K with q8_0-style activations of
+    // 32; q2_K, q3_K, q6_K (and every K-quant without it) go through the f32 GEMM with x rounded
+    // through q8_K as decode does.
+    const bool int8_gemm_k = (t == DType::Q4_K || t == DType::Q5_K) && detail::matmul_q8_available();
+    reference(m, rounded_activations(t, x, is_k(t) && !int8_gemm_k), want, mag);
     for (int64_t r = 0; r < rows; ++r) EXPECT_NEAR(y[i * rows + r], want[r], 2e-5 * mag[r] + 1e-6) << i << " " << r;
   }
 }

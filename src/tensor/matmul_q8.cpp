@@ -1,8 +1,10 @@
-// Int8 GEMM for q8_0 weights and the legacy 32-blocks q4_0, q4_1, q5_0, q5_1 (AVX-512 VNNI).
+// Int8 GEMM for q8_0 weights, the legacy 32-blocks q4_0, q4_1, q5_0, q5_1 and the K-quants with
+// 32-value sub-blocks q4_K, q5_K (AVX-512 VNNI).
 //
-// The legacy types are unpacked while packing a weight panel into the same int8 form, exactly:
+// The other types are unpacked while packing a weight panel into the same int8 form, exactly:
 // q4_0 / q5_0 as q - 8 / q - 16 with scale d; q4_1 / q5_1 as q with scale d plus a per-block
-// min m, applied as m * d_x * sum(x_q) (the activation sum is known from the correction term).
+// min m; q4_K / q5_K per sub-block as q with scale d * sc_j and min -dmin * m_j. Mins are
+// applied as min * d_x * sum(x_q) (the activation sum is known from the correction term).
 //
 // X is quantised per token in blocks of 32 (float scale d = amax/127, q = round(x/d)) and
 // packed in panels of kMR tokens: per block, [quad][token][4 bytes], then the kMR scales and
@@ -43,12 +45,32 @@ constexpr size_t kXBlockBytes = 8 * kMR * 4 + kMR * 4 + kMR * 4;
 // Bytes of one packed W block for a panel: q [8][kNR][4], then scales [kNR], then mins [kNR].
 constexpr size_t kWBlockBytes = 8 * kNR * 4 + kNR * 4 + kNR * 4;
 
-// Row j's block `blk` as 32 int8 values (value = scale * q + min).
-void unpack_block(DType type, const uint8_t* blk, int8_t* q, float& scale, float& min) {
+// The 32-value block `b` of a row as 32 int8 values q with value = scale * q + min. For q4_K /
+// q5_K a block is one 32-value sub-block: scale = d * sc_j, min = -dmin * m_j, q = its level.
+void unpack_block(DType type, const uint8_t* row, int64_t b, int8_t* q, float& scale, float& min) {
   uint16_t h;
+  min = 0.0f;
+  if (type == DType::Q4_K || type == DType::Q5_K) {
+    const bool five = type == DType::Q5_K;
+    const uint8_t* blk = row + (b / 8) * dtype_block_bytes(type);
+    const int j = static_cast<int>(b % 8);
+    int sc, m;
+    k4_scale_min(blk + 4, j, sc, m);
+    std::memcpy(&h, blk, 2);
+    scale = fp16_to_fp32(h) * static_cast<float>(sc);
+    std::memcpy(&h, blk + 2, 2);
+    min = -fp16_to_fp32(h) * static_cast<float>(m);
+    const uint8_t* qs = blk + (five ? 48 : 16) + 32 * (j / 2);
+    for (int l = 0; l < 32; ++l) {
+      int v = (j & 1) ? (qs[l] >> 4) : (qs[l] & 0xF);
+      if (five) v |= ((blk[16 + l] >> j) & 1) << 4;
+      q[l] = static_cast<int8_t>(v);
+    }
+    return;
+  }
+  const uint8_t* blk = row + b * dtype_block_bytes(type);
   std::memcpy(&h, blk, 2);
   scale = fp16_to_fp32(h);
-  min = 0.0f;
   switch (type) {
     case DType::Q8_0: std::memcpy(q, blk + 2, 32); return;
     case DType::Q4_0:
@@ -121,7 +143,6 @@ void pack_x_panel(const float* x, int64_t n, int64_t k, int64_t t0, uint8_t* dst
 // Packs rows [r0, r0 + kNR) x blocks [b0, b0 + nbk) of w; rows past the end get q = 0, d = 0.
 void pack_w_panel(const WeightView& w, int64_t r0, int64_t b0, int64_t nbk, uint8_t* dst) {
   const int nr = static_cast<int>(std::min<int64_t>(kNR, w.rows - r0));
-  const size_t bb = dtype_block_bytes(w.type);
   for (int64_t b = 0; b < nbk; ++b) {
     uint8_t* blk = dst + b * kWBlockBytes;
     auto* scales = reinterpret_cast<float*>(blk + 8 * kNR * 4);
@@ -129,7 +150,7 @@ void pack_w_panel(const WeightView& w, int64_t r0, int64_t b0, int64_t nbk, uint
     for (int j = 0; j < kNR; ++j) {
       if (j < nr) {
         alignas(32) int8_t q[kQ8Block];
-        unpack_block(w.type, w.row(r0 + j) + (b0 + b) * bb, q, scales[j], mins[j]);
+        unpack_block(w.type, w.row(r0 + j), b0 + b, q, scales[j], mins[j]);
         for (int qd = 0; qd < 8; ++qd) {
           uint32_t v;
           std::memcpy(&v, q + 4 * qd, 4);
@@ -221,7 +242,7 @@ bool matmul_q8_available() { return true; }
 void matmul_q8(const WeightView& w, const float* x, int64_t n, float* y, ThreadPool& pool) {
   const int64_t k = w.cols;
   const int64_t nb = k / kQ8Block;
-  const bool has_mins = w.type == DType::Q4_1 || w.type == DType::Q5_1;
+  const bool has_mins = w.type == DType::Q4_1 || w.type == DType::Q5_1 || w.type == DType::Q4_K || w.type == DType::Q5_K;
   const int64_t n_xpanels = (n + kMR - 1) / kMR;
   const int64_t n_wpanels = (w.rows + kNR - 1) / kNR;
   const size_t xpanel_bytes = static_cast<size_t>(nb) * kXBlockBytes;
