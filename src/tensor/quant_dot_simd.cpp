@@ -6,11 +6,10 @@
 //   - legacy types: one int32 vector of sum(q * x) per block, scaled in f32 by d_w * d_x; the
 //     offset (-8, -16) or min (m) is applied through the activation block sums;
 //   - K-quants: maddubs gives 16 int16 pair sums, which are multiplied by each sub-block's
-//     integer scale and summed into int32 with madd (AVX2) or vpdpwssd (VNNI) — the whole
+//     integer scale and summed into int32 with madd (on both paths, see dot_scaled) — the whole
 //     super-block stays in exact integers until one f32 multiply by d_w * d_x; mins / offsets
 //     come from the q8_K per-16 sums with one madd per super-block.
-// The VNNI path uses the 256-bit EVEX forms (vpdpbusd / vpdpwssd), which fuse the multiply and
-// the accumulation; decode is bound by reading the weights, so wider registers would not pay.
+// The VNNI path uses the 256-bit EVEX vpdpbusd, which fuses the multiply and the accumulation.
 // Both paths keep f32 accumulators in vectors and reduce once per row.
 #include <algorithm>
 #include <cstring>
@@ -51,13 +50,13 @@ inline __m256i dot_u8s8(__m256i acc, __m256i w, __m256i x) {
   return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(w, x), _mm256_set1_epi16(1)));
 }
 
-// acc + sum over pairs of (u8 * s8 pair sums) * int16 scales.
+// acc + sum over pairs of (u8 * s8 pair sums) * int16 scales. Both paths use madd + add here:
+// the fused vpdpwssd measured about 10% slower for q4_k / q5_k matvec on this machine's
+// Sapphire Rapids (and no faster for q6_k), so the VNNI path differs only where vpdpbusd does
+// the whole u8 x s8 product (the legacy types).
 template <bool kVnni>
 inline __m256i dot_scaled(__m256i acc, __m256i w, __m256i x, __m256i scale16) {
   const __m256i p16 = _mm256_maddubs_epi16(w, x);
-#if defined(KVSLIM_QDOT_VNNI)
-  if constexpr (kVnni) return _mm256_dpwssd_epi32(acc, p16, scale16);
-#endif
   return _mm256_add_epi32(acc, _mm256_madd_epi16(p16, scale16));
 }
 
@@ -154,7 +153,7 @@ float dot_k(DType type, const uint8_t* row, const QuantActivations& xa, size_t p
     const BlockQ8_K& x = xa.k[b];
     const __m256i bsums = load32(x.bsums);
     // Two integer accumulators, alternating between chunks, so the fused multiply-accumulates
-    // (vpdpwssd: 5 cycles latency) of consecutive chunks do not wait on each other.
+    // of consecutive chunks do not wait on each other.
     __m256i is[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
     __m256i isum;
     switch (type) {
