@@ -112,7 +112,7 @@ inline __m512 load16_as_f32(DType type, const uint8_t* row, int64_t k, __mmask16
 #endif
 
 // Converts rows [r0, r0 + kNR) x columns [k0, k0 + kc) of w to f32 as dst[kk * kNR + j];
-// rows past the end are 0. tmp holds kNR * kKC floats (used for q8_0 only).
+// rows past the end are 0. tmp holds kNR * kKC floats (used for the block types only).
 void pack_w_panel(const WeightView& w, int64_t r0, int64_t k0, int64_t kc, float* dst, float* tmp) {
   const int nr = static_cast<int>(std::min<int64_t>(kNR, w.rows - r0));
 #if defined(KVSLIM_TRANSPOSE_PACK)
