@@ -1,12 +1,13 @@
 // matmul: Y = X W^T for a batch of n activation rows (prefill).
 //
-// f32/f16/bf16 (and q8_0 without AVX-512 VNNI) use a blocked f32 GEMM of our own (measured
+// f32/f16/bf16, q2_K, q3_K, q6_K (and every block type without AVX-512 VNNI) use a blocked f32 GEMM of our own (measured
 // within ~10% of OpenBLAS's sgemm, without its extra packing pass or thread pool): X is packed
 // once into panels of kMR tokens ([k][kMR] floats, shared by all threads); threads take chunks
 // of kNR-row weight panels from a queue and, for each kKC-deep slice of K, convert a panel to
 // f32 in [k][kNR] order (converted 16 values at a time and transposed in registers) and run
 // the kMR x kNR register-blocked micro-kernel over all token panels, prefetching the next
-// panel's weights meanwhile. q8_0 on VNNI hardware goes to the int8 kernel in matmul_q8.cpp.
+// panel's weights meanwhile. q8_0, the legacy 32-block types, q4_K and q5_K on VNNI hardware go to
+// the int8 kernel in matmul_q8.cpp (2.5x the f32 GEMM's speed; q8_0-style activations of 32).
 // Each output is computed by one thread in a fixed order, so results do not depend on the
 // number of threads.
 #include <algorithm>
@@ -15,6 +16,7 @@
 #include "tensor/kernels.h"
 #include "tensor/matmul_internal.h"
 #include "tensor/ops.h"
+#include "tensor/quant_dot.h"
 #include "util/error.h"
 
 #include "tensor/simd.h"
@@ -32,12 +34,14 @@ constexpr int kNR = 16;
 constexpr int kMR = 4;
 constexpr int kNR = 8;
 #endif
-constexpr int64_t kKC = 256;  // depth of one K slice (multiple of 32 so q8_0 blocks stay whole)
+constexpr int64_t kKC = 256;  // depth of one K slice (multiple of 256 so every block type stays whole)
 
 // Packs tokens [t0, t0 + kMR) of x (n x k, row-major) as dst[kk * kMR + t]; missing tokens are 0.
-// With quantise_x, each row is first rounded through the 8-bit activation quantisation that the
-// q8_0 int8 kernels use, so q8_0 results do not depend on which kernel the build has.
-void pack_x_panel(const float* x, int64_t n, int64_t k, int64_t t0, float* dst, bool quantise_x) {
+// For block-quantised weights, each row is first rounded through the activation quantisation
+// that the type's integer dot products use (q8_0 blocks, or q8_K for K-quants), so results do
+// not depend on which kernel (decode's or prefill's) computed them.
+void pack_x_panel(const float* x, int64_t n, int64_t k, int64_t t0, float* dst, DType wtype) {
+  const bool quantise_x = dtype_is_quantized(wtype);
   const int mt = static_cast<int>(std::min<int64_t>(kMR, n - t0));
   if (mt < kMR) std::memset(dst, 0, static_cast<size_t>(k) * kMR * sizeof(float));
   const float* rows[kMR];
@@ -45,7 +49,11 @@ void pack_x_panel(const float* x, int64_t n, int64_t k, int64_t t0, float* dst, 
     thread_local detail::Scratch q_scratch;
     auto* q = static_cast<float*>(q_scratch.get(static_cast<size_t>(kMR) * k * sizeof(float)));
     for (int t = 0; t < mt; ++t) {
-      detail::round_through_q8_activations(x + (t0 + t) * k, k, q + t * k);
+      if (wtype == DType::Q8_0) {
+        detail::round_through_q8_activations(x + (t0 + t) * k, k, q + t * k);
+      } else {
+        detail::round_through_quant_activations(wtype, x + (t0 + t) * k, k, q + t * k);
+      }
       rows[t] = q + t * k;
     }
   } else {
@@ -96,7 +104,7 @@ inline __m512 load16_as_f32(DType type, const uint8_t* row, int64_t k, __mmask16
     case DType::BF16:
       return _mm512_castsi512_ps(
           _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, reinterpret_cast<const uint16_t*>(row) + k)), 16));
-    case DType::Q8_0: break;  // dequantised through tmp
+    default: break;  // block types are dequantised through tmp
   }
   return _mm512_setzero_ps();
 }
@@ -104,18 +112,18 @@ inline __m512 load16_as_f32(DType type, const uint8_t* row, int64_t k, __mmask16
 #endif
 
 // Converts rows [r0, r0 + kNR) x columns [k0, k0 + kc) of w to f32 as dst[kk * kNR + j];
-// rows past the end are 0. tmp holds kNR * kKC floats (used for q8_0 only).
+// rows past the end are 0. tmp holds kNR * kKC floats (used for the block types only).
 void pack_w_panel(const WeightView& w, int64_t r0, int64_t k0, int64_t kc, float* dst, float* tmp) {
   const int nr = static_cast<int>(std::min<int64_t>(kNR, w.rows - r0));
 #if defined(KVSLIM_TRANSPOSE_PACK)
   // Rows are converted 16 values at a time and transposed in registers, 16 rows per tile.
-  const bool q8 = w.type == DType::Q8_0;
+  const bool q8 = dtype_is_quantized(w.type);
   const uint8_t* rows[kNR];
   for (int j = 0; j < kNR; ++j) {
     if (j >= nr) {
       rows[j] = nullptr;
     } else if (q8) {
-      detail::dequantize_row_q8_0(reinterpret_cast<const BlockQ8_0*>(w.row(r0 + j)) + k0 / kQ8Block, tmp + j * kKC, kc);
+      convert_to_f32(w.type, w.row(r0 + j) + row_bytes(w.type, k0), tmp + j * kKC, kc);
       rows[j] = reinterpret_cast<const uint8_t*>(tmp + j * kKC);
     } else {
       rows[j] = w.row(r0 + j);
@@ -144,9 +152,7 @@ void pack_w_panel(const WeightView& w, int64_t r0, int64_t k0, int64_t kc, float
       case DType::F32: std::memcpy(t, reinterpret_cast<const float*>(row) + k0, static_cast<size_t>(kc) * 4); break;
       case DType::F16: convert_to_f32(DType::F16, reinterpret_cast<const uint16_t*>(row) + k0, t, kc); break;
       case DType::BF16: convert_to_f32(DType::BF16, reinterpret_cast<const uint16_t*>(row) + k0, t, kc); break;
-      case DType::Q8_0:
-        detail::dequantize_row_q8_0(reinterpret_cast<const BlockQ8_0*>(row) + k0 / kQ8Block, t, kc);
-        break;
+      default: convert_to_f32(w.type, row + row_bytes(w.type, k0), t, kc); break;
     }
   }
   for (int j = nr; j < kNR; ++j) std::memset(tmp + j * kKC, 0, static_cast<size_t>(kc) * 4);
@@ -237,7 +243,7 @@ void matmul_f32_gemm(const WeightView& w, const float* x, int64_t n, float* y, T
 
   const bool parallel = pool.size() > 1 && static_cast<double>(n) * w.rows * k > 2e6;
   auto pack = [&](int t, int nt) {
-    for (int64_t p = n_xpanels * t / nt; p < n_xpanels * (t + 1) / nt; ++p) pack_x_panel(x, n, k, p * kMR, xp + p * k * kMR, w.type == DType::Q8_0);
+    for (int64_t p = n_xpanels * t / nt; p < n_xpanels * (t + 1) / nt; ++p) pack_x_panel(x, n, k, p * kMR, xp + p * k * kMR, w.type);
   };
   // Weight panels go out in chunks of up to 4 (about 4 chunks per thread at least).
   detail::ChunkQueue queue(n_wpanels, std::clamp<int64_t>(n_wpanels / (4 * pool.size()), 1, 4));
@@ -292,14 +298,18 @@ void matmul(const WeightView& w, const float* x, int64_t n, float* y, ThreadPool
     std::memset(y, 0, static_cast<size_t>(n) * w.rows * sizeof(float));
     return;
   }
-  if (w.type == DType::Q8_0 && w.cols % kQ8Block != 0) {
-    fail("matmul: q8_0 weight has {} columns, not a multiple of 32", w.cols);
+  if (w.cols % dtype_block_size(w.type) != 0) {
+    fail("matmul: {} weight has {} columns, not a multiple of {}", dtype_name(w.type), w.cols,
+         dtype_block_size(w.type));
   }
   if (n == 1) {
     matvec(w, x, y, pool);
     return;
   }
-  if (w.type == DType::Q8_0 && detail::matmul_q8_available()) {
+  const bool int8_gemm_type = w.type == DType::Q8_0 || w.type == DType::Q4_0 || w.type == DType::Q4_1 ||
+                              w.type == DType::Q5_0 || w.type == DType::Q5_1 || w.type == DType::Q4_K ||
+                              w.type == DType::Q5_K;
+  if (int8_gemm_type && detail::matmul_q8_available()) {
     detail::matmul_q8(w, x, n, y, pool);
     return;
   }
