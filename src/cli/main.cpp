@@ -25,6 +25,8 @@ int main(int argc, char** argv) {
   kvslim::cli::add_train_model_command(app);
   kvslim::cli::add_init_adapter_command(app);
   kvslim::cli::add_train_lookahead_command(app);
+  kvslim::cli::add_quantize_command(app);
+  kvslim::cli::add_perplexity_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
