@@ -36,8 +36,9 @@ class TensorLoader {
     } catch (const Error& e) {
       fail("{}: tensor '{}': {}", file_.path(), t.name, e.what());
     }
-    if (type == DType::Q8_0 && cols % kQ8Block != 0)
-      fail("{}: tensor '{}' is q8_0 but its rows of {} are not whole blocks", file_.path(), t.name, cols);
+    if (cols % dtype_block_size(type) != 0)
+      fail("{}: tensor '{}' is {} but its rows of {} values are not whole blocks of {}", file_.path(), t.name,
+           dtype_name(type), cols, dtype_block_size(type));
     return WeightView{type, file_.tensor_data(t), rows, cols};
   }
 

@@ -35,58 +35,81 @@ const char* ggml_type_label(uint32_t id) {
 
 }  // namespace
 
-DType dtype_from_ggml(uint32_t type_id) {
-  switch (type_id) {
-    case 0: return DType::F32;
-    case 1: return DType::F16;
-    case 8: return DType::Q8_0;
-    case 30: return DType::BF16;
-    default:
-      fail("unsupported ggml tensor type {} (id {}); kvslim computes with f32, f16, bf16 and q8_0",
-           ggml_type_label(type_id), type_id);
-  }
+namespace {
+
+struct TypeInfo {
+  DType type;
+  uint32_t ggml_id;
+  const char* name;
+  int64_t block_size;
+  size_t block_bytes;
+};
+
+constexpr TypeInfo kTypes[] = {
+    {DType::F32, 0, "f32", 1, 4},
+    {DType::F16, 1, "f16", 1, 2},
+    {DType::BF16, 30, "bf16", 1, 2},
+    {DType::Q8_0, 8, "q8_0", kQ8Block, sizeof(BlockQ8_0)},
+    {DType::Q4_0, 2, "q4_0", kQ4Block, sizeof(BlockQ4_0)},
+    {DType::Q4_1, 3, "q4_1", kQ4Block, sizeof(BlockQ4_1)},
+    {DType::Q5_0, 6, "q5_0", kQ4Block, sizeof(BlockQ5_0)},
+    {DType::Q5_1, 7, "q5_1", kQ4Block, sizeof(BlockQ5_1)},
+    {DType::Q2_K, 10, "q2_k", kQK, sizeof(BlockQ2_K)},
+    {DType::Q3_K, 11, "q3_k", kQK, sizeof(BlockQ3_K)},
+    {DType::Q4_K, 12, "q4_k", kQK, sizeof(BlockQ4_K)},
+    {DType::Q5_K, 13, "q5_k", kQK, sizeof(BlockQ5_K)},
+    {DType::Q6_K, 14, "q6_k", kQK, sizeof(BlockQ6_K)},
+};
+static_assert(sizeof(kTypes) / sizeof(kTypes[0]) == sizeof(kAllDTypes) / sizeof(kAllDTypes[0]));
+
+const TypeInfo& info(DType type) {
+  const auto i = static_cast<size_t>(type);
+  if (i >= sizeof(kTypes) / sizeof(kTypes[0])) fail("invalid DType {}", static_cast<int>(type));
+  return kTypes[i];
 }
 
-uint32_t ggml_type_id(DType type) {
-  switch (type) {
-    case DType::F32: return 0;
-    case DType::F16: return 1;
-    case DType::Q8_0: return 8;
-    case DType::BF16: return 30;
+}  // namespace
+
+DType dtype_from_ggml(uint32_t type_id) {
+  for (const TypeInfo& t : kTypes) {
+    if (t.ggml_id == type_id) return t.type;
   }
-  fail("invalid DType {}", static_cast<int>(type));
+  fail("unsupported ggml tensor type {} (id {}); kvslim computes with f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, "
+       "q5_1, q2_k, q3_k, q4_k, q5_k and q6_k",
+       ggml_type_label(type_id), type_id);
 }
+
+uint32_t ggml_type_id(DType type) { return info(type).ggml_id; }
 
 const char* dtype_name(DType type) {
-  switch (type) {
-    case DType::F32: return "f32";
-    case DType::F16: return "f16";
-    case DType::BF16: return "bf16";
-    case DType::Q8_0: return "q8_0";
-  }
-  return "invalid";
+  const auto i = static_cast<size_t>(type);
+  return i < sizeof(kTypes) / sizeof(kTypes[0]) ? kTypes[i].name : "invalid";
 }
 
 DType dtype_from_name(const char* name) {
   if (name == nullptr) fail("dtype name is null");
   const std::string_view n(name);
-  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0}) {
-    if (n == dtype_name(t)) return t;
+  for (const TypeInfo& t : kTypes) {
+    if (n == t.name) return t.type;
   }
-  fail("unknown dtype '{}' (expected f32, f16, bf16 or q8_0)", n);
+  fail("unknown dtype '{}' (expected f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k or q6_k)",
+       n);
+}
+
+int64_t dtype_block_size(DType type) { return info(type).block_size; }
+size_t dtype_block_bytes(DType type) { return info(type).block_bytes; }
+
+double dtype_bits_per_weight(DType type) {
+  const TypeInfo& t = info(type);
+  return 8.0 * static_cast<double>(t.block_bytes) / static_cast<double>(t.block_size);
 }
 
 size_t row_bytes(DType type, int64_t n) {
   if (n < 0) fail("negative row length {}", n);
-  switch (type) {
-    case DType::F32: return static_cast<size_t>(n) * 4;
-    case DType::F16:
-    case DType::BF16: return static_cast<size_t>(n) * 2;
-    case DType::Q8_0:
-      if (n % kQ8Block != 0) fail("q8_0 row length {} is not a multiple of {}", n, kQ8Block);
-      return static_cast<size_t>(n / kQ8Block) * sizeof(BlockQ8_0);
-  }
-  fail("invalid DType {}", static_cast<int>(type));
+  const TypeInfo& t = info(type);
+  if (n % t.block_size != 0)
+    fail("{} row length {} is not a multiple of its block size {}", t.name, n, t.block_size);
+  return static_cast<size_t>(n / t.block_size) * t.block_bytes;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -239,6 +262,11 @@ void convert_from_f32(const float* src, DType type, void* dst, int64_t n) {
       if (n % kQ8Block != 0) fail("convert_from_f32: q8_0 needs a multiple of 32 values, got {}", n);
       detail::quantize_row_q8_0(src, static_cast<BlockQ8_0*>(dst), n);
       return;
+    default:
+      if (n % dtype_block_size(type) != 0)
+        fail("convert_from_f32: {} needs a multiple of {} values, got {}", dtype_name(type), dtype_block_size(type), n);
+      detail::quantize_row_blocks(type, src, dst, n);
+      return;
   }
   fail("convert_from_f32: invalid DType {}", static_cast<int>(type));
 }
@@ -254,6 +282,11 @@ void convert_to_f32(DType type, const void* src, float* dst, int64_t n) {
     case DType::Q8_0:
       if (n % kQ8Block != 0) fail("convert_to_f32: q8_0 needs a multiple of 32 values, got {}", n);
       detail::dequantize_row_q8_0(static_cast<const BlockQ8_0*>(src), dst, n);
+      return;
+    default:
+      if (n % dtype_block_size(type) != 0)
+        fail("convert_to_f32: {} needs a multiple of {} values, got {}", dtype_name(type), dtype_block_size(type), n);
+      detail::dequantize_row_blocks(type, src, dst, n);
       return;
   }
   fail("convert_to_f32: invalid DType {}", static_cast<int>(type));

@@ -32,7 +32,7 @@ constexpr int kNR = 16;
 constexpr int kMR = 4;
 constexpr int kNR = 8;
 #endif
-constexpr int64_t kKC = 256;  // depth of one K slice (multiple of 32 so q8_0 blocks stay whole)
+constexpr int64_t kKC = 256;  // depth of one K slice (multiple of 256 so every block type stays whole)
 
 // Packs tokens [t0, t0 + kMR) of x (n x k, row-major) as dst[kk * kMR + t]; missing tokens are 0.
 // With quantise_x, each row is first rounded through the 8-bit activation quantisation that the
@@ -96,7 +96,7 @@ inline __m512 load16_as_f32(DType type, const uint8_t* row, int64_t k, __mmask16
     case DType::BF16:
       return _mm512_castsi512_ps(
           _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, reinterpret_cast<const uint16_t*>(row) + k)), 16));
-    case DType::Q8_0: break;  // dequantised through tmp
+    default: break;  // block types are dequantised through tmp
   }
   return _mm512_setzero_ps();
 }
@@ -109,13 +109,13 @@ void pack_w_panel(const WeightView& w, int64_t r0, int64_t k0, int64_t kc, float
   const int nr = static_cast<int>(std::min<int64_t>(kNR, w.rows - r0));
 #if defined(KVSLIM_TRANSPOSE_PACK)
   // Rows are converted 16 values at a time and transposed in registers, 16 rows per tile.
-  const bool q8 = w.type == DType::Q8_0;
+  const bool q8 = dtype_is_quantized(w.type);
   const uint8_t* rows[kNR];
   for (int j = 0; j < kNR; ++j) {
     if (j >= nr) {
       rows[j] = nullptr;
     } else if (q8) {
-      detail::dequantize_row_q8_0(reinterpret_cast<const BlockQ8_0*>(w.row(r0 + j)) + k0 / kQ8Block, tmp + j * kKC, kc);
+      convert_to_f32(w.type, w.row(r0 + j) + row_bytes(w.type, k0), tmp + j * kKC, kc);
       rows[j] = reinterpret_cast<const uint8_t*>(tmp + j * kKC);
     } else {
       rows[j] = w.row(r0 + j);
@@ -144,9 +144,7 @@ void pack_w_panel(const WeightView& w, int64_t r0, int64_t k0, int64_t kc, float
       case DType::F32: std::memcpy(t, reinterpret_cast<const float*>(row) + k0, static_cast<size_t>(kc) * 4); break;
       case DType::F16: convert_to_f32(DType::F16, reinterpret_cast<const uint16_t*>(row) + k0, t, kc); break;
       case DType::BF16: convert_to_f32(DType::BF16, reinterpret_cast<const uint16_t*>(row) + k0, t, kc); break;
-      case DType::Q8_0:
-        detail::dequantize_row_q8_0(reinterpret_cast<const BlockQ8_0*>(row) + k0 / kQ8Block, t, kc);
-        break;
+      default: convert_to_f32(w.type, row + row_bytes(w.type, k0), t, kc); break;
     }
   }
   for (int j = nr; j < kNR; ++j) std::memset(tmp + j * kKC, 0, static_cast<size_t>(kc) * 4);
@@ -292,8 +290,9 @@ void matmul(const WeightView& w, const float* x, int64_t n, float* y, ThreadPool
     std::memset(y, 0, static_cast<size_t>(n) * w.rows * sizeof(float));
     return;
   }
-  if (w.type == DType::Q8_0 && w.cols % kQ8Block != 0) {
-    fail("matmul: q8_0 weight has {} columns, not a multiple of 32", w.cols);
+  if (w.cols % dtype_block_size(w.type) != 0) {
+    fail("matmul: {} weight has {} columns, not a multiple of {}", dtype_name(w.type), w.cols,
+         dtype_block_size(w.type));
   }
   if (n == 1) {
     matvec(w, x, y, pool);

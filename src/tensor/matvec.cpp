@@ -333,6 +333,18 @@ void matvec_range(const WeightView& w, const void* xprep, int64_t r0, int64_t r1
       });
       return;
     }
+    default: {
+      // Block types: each row dequantised, then an f32 dot product.
+      thread_local detail::Scratch scratch;
+      auto* tmp = static_cast<float*>(scratch.get(static_cast<size_t>(n) * sizeof(float)));
+      const auto* xf = static_cast<const float*>(xprep);
+      for (int64_t r = r0; r < r1; ++r) {
+        convert_to_f32(w.type, w.row(r), tmp, n);
+        const uint8_t* rows[1] = {reinterpret_cast<const uint8_t*>(tmp)};
+        dot_rows_float<1, LoadF32>(rows, xf, n, y + r, 0);
+      }
+      return;
+    }
   }
 }
 
@@ -345,6 +357,8 @@ void matvec(const WeightView& w, const float* x, float* y, ThreadPool& pool) {
     std::memset(y, 0, static_cast<size_t>(w.rows) * sizeof(float));
     return;
   }
+  if (w.cols % dtype_block_size(w.type) != 0)
+    fail("matvec: {} weight has {} columns, not a multiple of {}", dtype_name(w.type), w.cols, dtype_block_size(w.type));
   const void* xprep = x;
   detail::Q8Activations xa;
   if (w.type == DType::Q8_0) {

@@ -1,0 +1,140 @@
+// Dequantisation of the block types q4_0 .. q6_k to f32, exactly per the layouts in
+// quant_blocks.h (value = scale * q [- min], computed in f32 as ggml does).
+#include <cstring>
+
+#include "tensor/kernels.h"
+#include "util/error.h"
+
+namespace kvslim::detail {
+namespace {
+
+// qh of the 5-bit legacy types as one little-endian word.
+inline uint32_t load_qh(const uint8_t* qh) {
+  uint32_t v;
+  std::memcpy(&v, qh, 4);
+  return v;
+}
+
+void dequant_q4_0(const BlockQ4_0* x, float* y, int64_t nb) {
+  for (int64_t b = 0; b < nb; ++b, y += kQ4Block) {
+    const float d = fp16_to_fp32(x[b].d);
+    for (int j = 0; j < 16; ++j) {
+      y[j] = d * static_cast<float>((x[b].qs[j] & 0xF) - 8);
+      y[j + 16] = d * static_cast<float>((x[b].qs[j] >> 4) - 8);
+    }
+  }
+}
+
+void dequant_q4_1(const BlockQ4_1* x, float* y, int64_t nb) {
+  for (int64_t b = 0; b < nb; ++b, y += kQ4Block) {
+    const float d = fp16_to_fp32(x[b].d), m = fp16_to_fp32(x[b].m);
+    for (int j = 0; j < 16; ++j) {
+      y[j] = d * static_cast<float>(x[b].qs[j] & 0xF) + m;
+      y[j + 16] = d * static_cast<float>(x[b].qs[j] >> 4) + m;
+    }
+  }
+}
+
+void dequant_q5_0(const BlockQ5_0* x, float* y, int64_t nb) {
+  for (int64_t b = 0; b < nb; ++b, y += kQ4Block) {
+    const float d = fp16_to_fp32(x[b].d);
+    const uint32_t qh = load_qh(x[b].qh);
+    for (int j = 0; j < 16; ++j) {
+      const int lo = static_cast<int>((x[b].qs[j] & 0xF) | (((qh >> j) & 1u) << 4));
+      const int hi = static_cast<int>((x[b].qs[j] >> 4) | (((qh >> (j + 16)) & 1u) << 4));
+      y[j] = d * static_cast<float>(lo - 16);
+      y[j + 16] = d * static_cast<float>(hi - 16);
+    }
+  }
+}
+
+void dequant_q5_1(const BlockQ5_1* x, float* y, int64_t nb) {
+  for (int64_t b = 0; b < nb; ++b, y += kQ4Block) {
+    const float d = fp16_to_fp32(x[b].d), m = fp16_to_fp32(x[b].m);
+    const uint32_t qh = load_qh(x[b].qh);
+    for (int j = 0; j < 16; ++j) {
+      const uint32_t lo = (x[b].qs[j] & 0xFu) | (((qh >> j) & 1u) << 4);
+      const uint32_t hi = (x[b].qs[j] >> 4) | (((qh >> (j + 16)) & 1u) << 4);
+      y[j] = d * static_cast<float>(lo) + m;
+      y[j + 16] = d * static_cast<float>(hi) + m;
+    }
+  }
+}
+
+void dequant_q2_k(const BlockQ2_K* x, float* y, int64_t nb) {
+  for (int64_t b = 0; b < nb; ++b, y += kQK) {
+    const float d = fp16_to_fp32(x[b].d), dmin = fp16_to_fp32(x[b].dmin);
+    for (int i = 0; i < kQK; ++i) {
+      const int h = i / 128, r = i % 128;
+      const int q = (x[b].qs[32 * h + r % 32] >> (2 * (r / 32))) & 3;
+      const uint8_t sm = x[b].scales[i / 16];
+      y[i] = d * static_cast<float>(sm & 0xF) * static_cast<float>(q) - dmin * static_cast<float>(sm >> 4);
+    }
+  }
+}
+
+void dequant_q3_k(const BlockQ3_K* x, float* y, int64_t nb) {
+  for (int64_t b = 0; b < nb; ++b, y += kQK) {
+    const float d = fp16_to_fp32(x[b].d);
+    float dl[16];
+    for (int j = 0; j < 16; ++j) dl[j] = d * static_cast<float>(q3k_scale(x[b].scales, j) - 32);
+    for (int i = 0; i < kQK; ++i) {
+      const int h = i / 128, r = i % 128;
+      const int lo = (x[b].qs[32 * h + r % 32] >> (2 * (r / 32))) & 3;
+      const int high = (x[b].hmask[i % 32] >> (i / 32)) & 1;
+      y[i] = dl[i / 16] * static_cast<float>((lo | (high << 2)) - 4);
+    }
+  }
+}
+
+template <bool kFive, class Block>
+void dequant_q45_k(const Block* x, float* y, int64_t nb) {
+  for (int64_t b = 0; b < nb; ++b, y += kQK) {
+    const float d = fp16_to_fp32(x[b].d), dmin = fp16_to_fp32(x[b].dmin);
+    for (int j = 0; j < 8; ++j) {
+      int sc, m;
+      k4_scale_min(x[b].scales, j, sc, m);
+      const float dl = d * static_cast<float>(sc), ml = dmin * static_cast<float>(m);
+      const uint8_t* q = x[b].qs + 32 * (j / 2);
+      for (int l = 0; l < 32; ++l) {
+        int v = (j & 1) ? (q[l] >> 4) : (q[l] & 0xF);
+        if constexpr (kFive) v |= ((x[b].qh[l] >> j) & 1) << 4;
+        y[32 * j + l] = dl * static_cast<float>(v) - ml;
+      }
+    }
+  }
+}
+
+void dequant_q6_k(const BlockQ6_K* x, float* y, int64_t nb) {
+  for (int64_t b = 0; b < nb; ++b, y += kQK) {
+    const float d = fp16_to_fp32(x[b].d);
+    for (int i = 0; i < kQK; ++i) {
+      const int h = i / 128, r = i % 128, l = r % 32, k = r / 32;
+      const uint8_t lb = x[b].ql[64 * h + l + 32 * (k & 1)];
+      const int lo = k < 2 ? (lb & 0xF) : (lb >> 4);
+      const int hi = (x[b].qh[32 * h + l] >> (2 * k)) & 3;
+      y[i] = d * static_cast<float>(x[b].scales[i / 16]) * static_cast<float>((lo | (hi << 4)) - 32);
+    }
+  }
+}
+
+}  // namespace
+
+void dequantize_row_blocks(DType type, const void* x, float* y, int64_t n) {
+  const int64_t nb = n / dtype_block_size(type);
+  switch (type) {
+    case DType::Q4_0: dequant_q4_0(static_cast<const BlockQ4_0*>(x), y, nb); return;
+    case DType::Q4_1: dequant_q4_1(static_cast<const BlockQ4_1*>(x), y, nb); return;
+    case DType::Q5_0: dequant_q5_0(static_cast<const BlockQ5_0*>(x), y, nb); return;
+    case DType::Q5_1: dequant_q5_1(static_cast<const BlockQ5_1*>(x), y, nb); return;
+    case DType::Q2_K: dequant_q2_k(static_cast<const BlockQ2_K*>(x), y, nb); return;
+    case DType::Q3_K: dequant_q3_k(static_cast<const BlockQ3_K*>(x), y, nb); return;
+    case DType::Q4_K: dequant_q45_k<false>(static_cast<const BlockQ4_K*>(x), y, nb); return;
+    case DType::Q5_K: dequant_q45_k<true>(static_cast<const BlockQ5_K*>(x), y, nb); return;
+    case DType::Q6_K: dequant_q6_k(static_cast<const BlockQ6_K*>(x), y, nb); return;
+    default: break;
+  }
+  fail("dequantize_row_blocks: {} is not a block type", dtype_name(type));
+}
+
+}  // namespace kvslim::detail
