@@ -98,6 +98,7 @@ TEST(Perplexity, WithAPress) {
   // A budget that holds the whole first half evicts nothing: the same number through the
   // Session path (prefill, then extend with every token's logits).
   options.compression.press = "snapkv";
+  options.compression.press_options = {"window=4"};
   options.compression.budget = 32;
   const eval::PerplexityResult kept_all = eval::perplexity(*model, pool, tokens, options);
   EXPECT_NEAR(kept_all.ppl, plain, 1e-4 * plain);
@@ -115,7 +116,7 @@ TEST(Perplexity, WithAPress) {
   // then the second half decoded one token at a time with a plain log-softmax.
   options.chunks = 1;
   const eval::PerplexityResult one = eval::perplexity(*model, pool, tokens, options);
-  const std::unique_ptr<Press> press = make_press("snapkv", {});
+  const std::unique_ptr<Press> press = make_press("snapkv", {"window=4"});
   EngineOptions engine;
   engine.context = 64;
   Session session(*model, pool, engine, 64, press.get(), 8, 32);

@@ -32,9 +32,12 @@ void run_perplexity(const PerplexityCliOptions& opt) {
   ThreadPool pool(opt.threads);
   const bool terminal = isatty(fileno(stderr)) != 0;
   const int first = opt.ppl.ctx / 2;
-  fmt::print(stderr, "perplexity: {} tokens, chunks of {} (scoring {} tokens each), {} threads, press {}\n", tokens.size(),
-             opt.ppl.ctx, opt.ppl.ctx - first - 1, pool.size(), opt.ppl.compression.press);
   auto progress = [&](int done, int total, double elapsed) {
+    // Printed once the input has passed validation, so that an error stays the only line.
+    if (done == 1) {
+      fmt::print(stderr, "perplexity: {} tokens, {} chunks of {} (scoring {} tokens each), {} threads, press {}\n",
+                 tokens.size(), total, opt.ppl.ctx, opt.ppl.ctx - first - 1, pool.size(), opt.ppl.compression.press);
+    }
     const double eta = elapsed / done * (total - done);
     fmt::print(stderr, "{}[{}/{}] elapsed {}, ETA {}{}", terminal ? "\r" : "", done, total, format_duration(elapsed),
                format_duration(eta), terminal ? "\x1b[K" : "\n");

@@ -64,7 +64,7 @@ std::vector<uint8_t> convert_rows(const uint8_t* src, DType src_type, int64_t ro
   std::mutex mutex;
   double squared = 0;
   pool.parallel_for(rows, [&](int64_t begin, int64_t end) {
-    std::vector<float> x(size_t(row_length)), back(size_t(row_length));
+    std::vector<float> x(static_cast<size_t>(row_length)), back(static_cast<size_t>(row_length));
     double local = 0;
     for (int64_t r = begin; r < end; ++r) {
       convert_to_f32(src_type, src + size_t(r) * in_row, x.data(), row_length);
