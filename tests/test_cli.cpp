@@ -82,7 +82,7 @@ TEST(Cli, PromptLongerThanContextIsRefused) {
 TEST(Cli, UnknownArchitectureAndTypeAreRefused) {
   const std::string common = " --vocab-from " + testing::tiny_vocab() + " -o " + testing::temp_path("x.gguf");
   expect_clean_error(run("init-model --arch gpt5" + common), "gpt5");
-  expect_clean_error(run("init-model --type q4_k" + common), "q4_k");
+  expect_clean_error(run("init-model --type iq2_xxs" + common), "iq2_xxs");
 }
 
 TEST(Cli, BadNumbersAreRefused) {

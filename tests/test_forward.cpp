@@ -8,6 +8,7 @@
 #include "kv/paged_cache.h"
 #include "model/forward.h"
 #include "model/model.h"
+#include "tensor/matmul_internal.h"
 #include "test_models.h"
 #include "util/error.h"
 
@@ -23,7 +24,9 @@ using Vec = std::vector<double>;
 struct RefTensor {
   Vec data;
   int64_t rows = 0, cols = 0;
-  bool q8_0 = false;  // the engine multiplies q8_0 weights by q8_0-quantised activations (as ggml)
+  // The engine multiplies block-quantised weights by quantised activations (as ggml): q8_0-style
+  // blocks of 32 for q8_0 and the legacy types, q8_K super-blocks of 256 for K-quants.
+  DType type = DType::F32;
 };
 
 RefTensor load(const gguf::File& f, const std::string& name) {
@@ -34,7 +37,7 @@ RefTensor load(const gguf::File& f, const std::string& name) {
   r.rows = t->dims.size() > 1 ? int64_t(t->dims[1]) : 1;
   std::vector<float> row(r.cols);
   const DType type = dtype_from_ggml(t->type);
-  r.q8_0 = type == DType::Q8_0;
+  r.type = type;
   for (int64_t i = 0; i < r.rows; ++i) {
     convert_to_f32(type, f.tensor_data(*t) + i * row_bytes(type, r.cols), row.data(), r.cols);
     r.data.insert(r.data.end(), row.begin(), row.end());
@@ -55,8 +58,34 @@ Vec quantized_q8_0(const Vec& x) {
   return out;
 }
 
+// q8_K: per 256 values, the signed largest-magnitude value maps to -127 (d = 1 / iscale, f32),
+// q = min(127, round(x * iscale)).
+Vec quantized_q8_k(const Vec& x) {
+  Vec out(x.size());
+  for (size_t b = 0; b < x.size(); b += 256) {
+    float amax = 0, max = 0;
+    for (int j = 0; j < 256; ++j) {
+      if (std::abs(float(x[b + j])) > amax) {
+        amax = std::abs(float(x[b + j]));
+        max = float(x[b + j]);
+      }
+    }
+    const float iscale = amax != 0 ? -127.0f / max : 0.0f;
+    const float d = amax != 0 ? 1 / iscale : 0.0f;
+    for (int j = 0; j < 256; ++j) out[b + j] = double(d) * std::min(127.0f, std::nearbyint(iscale * float(x[b + j])));
+  }
+  return out;
+}
+
+// Set while computing the reference for prefill on builds whose int8 GEMM takes q4_K / q5_K: it
+// quantises their activations in q8_0-style blocks of 32 rather than q8_K super-blocks.
+bool g_k_prefill_int8 = false;
+
 Vec matvec_ref(const RefTensor& w, const Vec& input) {
-  const Vec x = w.q8_0 ? quantized_q8_0(input) : input;
+  const bool k32 = g_k_prefill_int8 && (w.type == DType::Q4_K || w.type == DType::Q5_K);
+  const Vec x = !dtype_is_quantized(w.type) ? input
+                : dtype_block_size(w.type) == 256 && !k32 ? quantized_q8_k(input)
+                                                          : quantized_q8_0(input);
   Vec y(w.rows, 0.0);
   for (int64_t r = 0; r < w.rows; ++r)
     for (int64_t c = 0; c < w.cols; ++c) y[r] += w.data[r * w.cols + c] * x[c];
@@ -222,13 +251,20 @@ TEST_P(ForwardVsReference, LogitsAgreeWithDoublePrecisionReference) {
   const auto model = Model::load(path);
   const auto tokens = test_tokens(23, model->config().n_vocab);
   const auto want = reference_logits(path, tokens);
+  g_k_prefill_int8 = detail::matmul_q8_available();
+  const auto want_prefill = reference_logits(path, tokens);
+  g_k_prefill_int8 = false;
   // Prefill blocks (matrix-matrix path) and one-token decode (matrix-vector path) both checked.
-  EXPECT_LT(relative_error(engine_logits(*model, tokens, 8, 2), want), GetParam().tolerance);
+  EXPECT_LT(relative_error(engine_logits(*model, tokens, 8, 2), want_prefill), GetParam().tolerance);
   EXPECT_LT(relative_error(engine_logits(*model, tokens, 1, 2), want), GetParam().tolerance);
 }
 
 TinyModel tm(Arch arch, DType type, int heads = 4, int kv_heads = 2, bool tied = false, bool rope_freqs = false) {
   TinyModel m;
+  if (dtype_block_size(type) == 256) {  // K-quants: every matrix row must be whole 256-blocks
+    m.dim = 256;
+    m.ffn = 512;
+  }
   m.arch = arch;
   m.type = type;
   m.heads = heads;
@@ -251,6 +287,23 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{tm(Arch::Qwen3, DType::BF16), 1e-4}, Case{tm(Arch::Qwen3, DType::Q8_0), 2e-3},
                       Case{tm(Arch::Llama, DType::F32, 4, 4), 1e-4}, Case{tm(Arch::Llama, DType::F32, 4, 1), 1e-4},
                       Case{tm(Arch::Llama, DType::F16, 4, 2, true, true), 1e-4}),
+    case_name);
+
+// The block-quantised types. As for q8_0, the reference rounds activations exactly as the engine
+// quantises them (q8_0 blocks for the legacy types, q8_K for K-quants), so f32-vs-double rounding
+// is all that separates the two, plus an occasional activation landing one step apart next to a
+// rounding boundary. Legacy types: the q8_0 bound, 2e-3. K-quants: q8_K has one scale per 256
+// values, so one such step is coarser, and this small random model amplifies it: measured up to
+// 2.6e-2 (quantising activations at all moves these logits by 2.3-3.0e-2), hence 4e-2. A wrong
+// layout, scale or min gives errors of order 1; the kernels themselves are held to 2e-5 of the
+// magnitude in test_quant_dot.cpp.
+INSTANTIATE_TEST_SUITE_P(
+    BlockQuantTypes, ForwardVsReference,
+    ::testing::Values(Case{tm(Arch::Llama, DType::Q4_0), 2e-3}, Case{tm(Arch::Llama, DType::Q4_1), 2e-3},
+                      Case{tm(Arch::Qwen2, DType::Q5_0), 2e-3}, Case{tm(Arch::Llama, DType::Q5_1), 2e-3},
+                      Case{tm(Arch::Llama, DType::Q2_K), 4e-2}, Case{tm(Arch::Llama, DType::Q3_K), 4e-2},
+                      Case{tm(Arch::Qwen3, DType::Q4_K), 4e-2}, Case{tm(Arch::Llama, DType::Q5_K), 4e-2},
+                      Case{tm(Arch::Llama, DType::Q6_K), 4e-2}, Case{tm(Arch::Llama, DType::Q6_K, 4, 2, true), 4e-2}),
     case_name);
 
 TEST(Forward, ChunkedWholeAndTokenByTokenPrefillAgree) {

@@ -32,6 +32,8 @@ nlohmann::json describe(const Model& model) {
       {"vocab_size", c.n_vocab},
       {"tied_output", model.output_is_tied()},
       {"tensor_types", tensor_types},
+      {"token_embd_type", dtype_name(model.token_embedding().type)},
+      {"output_type", dtype_name(model.output().type)},
       {"tensors", model.file().tensors().size()},
       {"weight_bytes", model.weight_bytes()},
       {"kv_bytes_per_token", model.kv_bytes_per_token()},

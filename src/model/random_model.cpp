@@ -21,8 +21,9 @@ void validate(const RandomModelSpec& spec) {
   if (c.n_heads % c.n_kv_heads != 0) fail("--heads {} is not a multiple of --kv-heads {}", c.n_heads, c.n_kv_heads);
   if (c.dim % c.n_heads != 0) fail("--dim {} is not a multiple of --heads {}", c.dim, c.n_heads);
   if (c.head_dim % 2 != 0) fail("the head size dim/heads = {} must be even for RoPE", c.head_dim);
-  if (spec.type == DType::Q8_0 && (c.dim % kQ8Block != 0 || c.ffn_dim % kQ8Block != 0 || c.q_dim() % kQ8Block != 0))
-    fail("q8_0 needs dim, ffn and heads*head_dim to be multiples of {}", kQ8Block);
+  const int64_t block = dtype_block_size(spec.type);
+  if (c.dim % block != 0 || c.ffn_dim % block != 0 || c.q_dim() % block != 0)
+    fail("{} needs dim, ffn and heads*head_dim to be multiples of {}", dtype_name(spec.type), block);
   if (c.context_length < 1) fail("--ctx must be >= 1");
   if (!(c.rope_base > 0)) fail("--rope-base must be > 0");
 }

@@ -61,14 +61,22 @@ void dequant_q5_1(const BlockQ5_1* x, float* y, int64_t nb) {
   }
 }
 
+// The K-quants with 16-value sub-blocks loop per 128-value half and 32-value quarter (bit pair k)
+// so the inner loops are straight byte operations the compiler vectorises (prefill dequantises
+// whole weight tiles through these).
 void dequant_q2_k(const BlockQ2_K* x, float* y, int64_t nb) {
   for (int64_t b = 0; b < nb; ++b, y += kQK) {
     const float d = fp16_to_fp32(x[b].d), dmin = fp16_to_fp32(x[b].dmin);
-    for (int i = 0; i < kQK; ++i) {
-      const int h = i / 128, r = i % 128;
-      const int q = (x[b].qs[32 * h + r % 32] >> (2 * (r / 32))) & 3;
-      const uint8_t sm = x[b].scales[i / 16];
-      y[i] = d * static_cast<float>(sm & 0xF) * static_cast<float>(q) - dmin * static_cast<float>(sm >> 4);
+    for (int h = 0; h < 2; ++h) {
+      const uint8_t* q = x[b].qs + 32 * h;
+      for (int k = 0; k < 4; ++k) {
+        float* out = y + 128 * h + 32 * k;
+        for (int half = 0; half < 2; ++half) {
+          const uint8_t sm = x[b].scales[8 * h + 2 * k + half];
+          const float dl = d * static_cast<float>(sm & 0xF), ml = dmin * static_cast<float>(sm >> 4);
+          for (int l = 16 * half; l < 16 * half + 16; ++l) out[l] = dl * static_cast<float>((q[l] >> (2 * k)) & 3) - ml;
+        }
+      }
     }
   }
 }
@@ -76,13 +84,20 @@ void dequant_q2_k(const BlockQ2_K* x, float* y, int64_t nb) {
 void dequant_q3_k(const BlockQ3_K* x, float* y, int64_t nb) {
   for (int64_t b = 0; b < nb; ++b, y += kQK) {
     const float d = fp16_to_fp32(x[b].d);
-    float dl[16];
-    for (int j = 0; j < 16; ++j) dl[j] = d * static_cast<float>(q3k_scale(x[b].scales, j) - 32);
-    for (int i = 0; i < kQK; ++i) {
-      const int h = i / 128, r = i % 128;
-      const int lo = (x[b].qs[32 * h + r % 32] >> (2 * (r / 32))) & 3;
-      const int high = (x[b].hmask[i % 32] >> (i / 32)) & 1;
-      y[i] = dl[i / 16] * static_cast<float>((lo | (high << 2)) - 4);
+    for (int h = 0; h < 2; ++h) {
+      const uint8_t* q = x[b].qs + 32 * h;
+      for (int k = 0; k < 4; ++k) {
+        const int c = 4 * h + k;  // 32-value chunk: its high bits are bit c of hmask
+        float* out = y + 32 * c;
+        for (int half = 0; half < 2; ++half) {
+          const float dl = d * static_cast<float>(q3k_scale(x[b].scales, 2 * c + half) - 32);
+          for (int l = 16 * half; l < 16 * half + 16; ++l) {
+            const int lo = (q[l] >> (2 * k)) & 3;
+            const int high = (x[b].hmask[l] >> c) & 1;
+            out[l] = dl * static_cast<float>((lo | (high << 2)) - 4);
+          }
+        }
+      }
     }
   }
 }
@@ -108,12 +123,21 @@ void dequant_q45_k(const Block* x, float* y, int64_t nb) {
 void dequant_q6_k(const BlockQ6_K* x, float* y, int64_t nb) {
   for (int64_t b = 0; b < nb; ++b, y += kQK) {
     const float d = fp16_to_fp32(x[b].d);
-    for (int i = 0; i < kQK; ++i) {
-      const int h = i / 128, r = i % 128, l = r % 32, k = r / 32;
-      const uint8_t lb = x[b].ql[64 * h + l + 32 * (k & 1)];
-      const int lo = k < 2 ? (lb & 0xF) : (lb >> 4);
-      const int hi = (x[b].qh[32 * h + l] >> (2 * k)) & 3;
-      y[i] = d * static_cast<float>(x[b].scales[i / 16]) * static_cast<float>((lo | (hi << 4)) - 32);
+    for (int h = 0; h < 2; ++h) {
+      const uint8_t* ql = x[b].ql + 64 * h;
+      const uint8_t* qh = x[b].qh + 32 * h;
+      for (int k = 0; k < 4; ++k) {
+        float* out = y + 128 * h + 32 * k;
+        const uint8_t* lq = ql + 32 * (k & 1);
+        const int lshift = k < 2 ? 0 : 4;
+        for (int half = 0; half < 2; ++half) {
+          const float dl = d * static_cast<float>(x[b].scales[8 * h + 2 * k + half]);
+          for (int l = 16 * half; l < 16 * half + 16; ++l) {
+            const int q = ((lq[l] >> lshift) & 0xF) | (((qh[l] >> (2 * k)) & 3) << 4);
+            out[l] = dl * static_cast<float>(q - 32);
+          }
+        }
+      }
     }
   }
 }

@@ -1,12 +1,13 @@
 // matmul: Y = X W^T for a batch of n activation rows (prefill).
 //
-// f32/f16/bf16 (and q8_0 without AVX-512 VNNI) use a blocked f32 GEMM of our own (measured
+// f32/f16/bf16, q2_K, q3_K, q6_K (and every block type without AVX-512 VNNI) use a blocked f32 GEMM of our own (measured
 // within ~10% of OpenBLAS's sgemm, without its extra packing pass or thread pool): X is packed
 // once into panels of kMR tokens ([k][kMR] floats, shared by all threads); threads take chunks
 // of kNR-row weight panels from a queue and, for each kKC-deep slice of K, convert a panel to
 // f32 in [k][kNR] order (converted 16 values at a time and transposed in registers) and run
 // the kMR x kNR register-blocked micro-kernel over all token panels, prefetching the next
-// panel's weights meanwhile. q8_0 on VNNI hardware goes to the int8 kernel in matmul_q8.cpp.
+// panel's weights meanwhile. q8_0, the legacy 32-block types, q4_K and q5_K on VNNI hardware go to
+// the int8 kernel in matmul_q8.cpp (2.5x the f32 GEMM's speed; q8_0-style activations of 32).
 // Each output is computed by one thread in a fixed order, so results do not depend on the
 // number of threads.
 #include <algorithm>
@@ -15,6 +16,7 @@
 #include "tensor/kernels.h"
 #include "tensor/matmul_internal.h"
 #include "tensor/ops.h"
+#include "tensor/quant_dot.h"
 #include "util/error.h"
 
 #include "tensor/simd.h"
@@ -35,9 +37,11 @@ constexpr int kNR = 8;
 constexpr int64_t kKC = 256;  // depth of one K slice (multiple of 256 so every block type stays whole)
 
 // Packs tokens [t0, t0 + kMR) of x (n x k, row-major) as dst[kk * kMR + t]; missing tokens are 0.
-// With quantise_x, each row is first rounded through the 8-bit activation quantisation that the
-// q8_0 int8 kernels use, so q8_0 results do not depend on which kernel the build has.
-void pack_x_panel(const float* x, int64_t n, int64_t k, int64_t t0, float* dst, bool quantise_x) {
+// For block-quantised weights, each row is first rounded through the activation quantisation
+// that the type's integer dot products use (q8_0 blocks, or q8_K for K-quants), so results do
+// not depend on which kernel (decode's or prefill's) computed them.
+void pack_x_panel(const float* x, int64_t n, int64_t k, int64_t t0, float* dst, DType wtype) {
+  const bool quantise_x = dtype_is_quantized(wtype);
   const int mt = static_cast<int>(std::min<int64_t>(kMR, n - t0));
   if (mt < kMR) std::memset(dst, 0, static_cast<size_t>(k) * kMR * sizeof(float));
   const float* rows[kMR];
@@ -45,7 +49,11 @@ void pack_x_panel(const float* x, int64_t n, int64_t k, int64_t t0, float* dst, 
     thread_local detail::Scratch q_scratch;
     auto* q = static_cast<float*>(q_scratch.get(static_cast<size_t>(kMR) * k * sizeof(float)));
     for (int t = 0; t < mt; ++t) {
-      detail::round_through_q8_activations(x + (t0 + t) * k, k, q + t * k);
+      if (wtype == DType::Q8_0) {
+        detail::round_through_q8_activations(x + (t0 + t) * k, k, q + t * k);
+      } else {
+        detail::round_through_quant_activations(wtype, x + (t0 + t) * k, k, q + t * k);
+      }
       rows[t] = q + t * k;
     }
   } else {
@@ -235,7 +243,7 @@ void matmul_f32_gemm(const WeightView& w, const float* x, int64_t n, float* y, T
 
   const bool parallel = pool.size() > 1 && static_cast<double>(n) * w.rows * k > 2e6;
   auto pack = [&](int t, int nt) {
-    for (int64_t p = n_xpanels * t / nt; p < n_xpanels * (t + 1) / nt; ++p) pack_x_panel(x, n, k, p * kMR, xp + p * k * kMR, w.type == DType::Q8_0);
+    for (int64_t p = n_xpanels * t / nt; p < n_xpanels * (t + 1) / nt; ++p) pack_x_panel(x, n, k, p * kMR, xp + p * k * kMR, w.type);
   };
   // Weight panels go out in chunks of up to 4 (about 4 chunks per thread at least).
   detail::ChunkQueue queue(n_wpanels, std::clamp<int64_t>(n_wpanels / (4 * pool.size()), 1, 4));
@@ -298,7 +306,10 @@ void matmul(const WeightView& w, const float* x, int64_t n, float* y, ThreadPool
     matvec(w, x, y, pool);
     return;
   }
-  if (w.type == DType::Q8_0 && detail::matmul_q8_available()) {
+  const bool int8_gemm_type = w.type == DType::Q8_0 || w.type == DType::Q4_0 || w.type == DType::Q4_1 ||
+                              w.type == DType::Q5_0 || w.type == DType::Q5_1 || w.type == DType::Q4_K ||
+                              w.type == DType::Q5_K;
+  if (int8_gemm_type && detail::matmul_q8_available()) {
     detail::matmul_q8(w, x, n, y, pool);
     return;
   }

@@ -10,7 +10,8 @@ namespace kvslim::detail {
 
 // True when this build has the int8 (AVX-512 VNNI) q8_0 GEMM.
 bool matmul_q8_available();
-// Y = X W^T for q8_0 W with X quantised to 8 bits in blocks of 32 (as matvec does).
+// Y = X W^T for q8_0, q4_0, q4_1, q5_0, q5_1, q4_K or q5_K W with X quantised to 8 bits in
+// blocks of 32 (as matvec does for q8_0 and the legacy types).
 void matmul_q8(const WeightView& w, const float* x, int64_t n, float* y, ThreadPool& pool);
 
 }  // namespace kvslim::detail

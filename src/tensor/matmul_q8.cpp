@@ -1,4 +1,10 @@
-// Int8 GEMM for q8_0 weights (AVX-512 VNNI).
+// Int8 GEMM for q8_0 weights, the legacy 32-blocks q4_0, q4_1, q5_0, q5_1 and the K-quants with
+// 32-value sub-blocks q4_K, q5_K (AVX-512 VNNI).
+//
+// The other types are unpacked while packing a weight panel into the same int8 form, exactly:
+// q4_0 / q5_0 as q - 8 / q - 16 with scale d; q4_1 / q5_1 as q with scale d plus a per-block
+// min m; q4_K / q5_K per sub-block as q with scale d * sc_j and min -dmin * m_j. Mins are
+// applied as min * d_x * sum(x_q) (the activation sum is known from the correction term).
 //
 // X is quantised per token in blocks of 32 (float scale d = amax/127, q = round(x/d)) and
 // packed in panels of kMR tokens: per block, [quad][token][4 bytes], then the kMR scales and
@@ -36,8 +42,70 @@ constexpr int64_t kKB = 16;  // blocks per K slice (512 columns)
 
 // Bytes of one packed X block for a panel: q [8][kMR][4], then scales [kMR], corrections [kMR].
 constexpr size_t kXBlockBytes = 8 * kMR * 4 + kMR * 4 + kMR * 4;
-// Bytes of one packed W block for a panel: q [8][kNR][4], then scales [kNR].
-constexpr size_t kWBlockBytes = 8 * kNR * 4 + kNR * 4;
+// Bytes of one packed W block for a panel: q [8][kNR][4], then scales [kNR], then mins [kNR].
+constexpr size_t kWBlockBytes = 8 * kNR * 4 + kNR * 4 + kNR * 4;
+
+// The 32-value block `b` of a row as 32 int8 values q with value = scale * q + min. For q4_K /
+// q5_K a block is one 32-value sub-block: scale = d * sc_j, min = -dmin * m_j, q = its level.
+void unpack_block(DType type, const uint8_t* row, int64_t b, int8_t* q, float& scale, float& min) {
+  uint16_t h;
+  min = 0.0f;
+  if (type == DType::Q4_K || type == DType::Q5_K) {
+    const bool five = type == DType::Q5_K;
+    const uint8_t* blk = row + (b / 8) * dtype_block_bytes(type);
+    const int j = static_cast<int>(b % 8);
+    int sc, m;
+    k4_scale_min(blk + 4, j, sc, m);
+    std::memcpy(&h, blk, 2);
+    scale = fp16_to_fp32(h) * static_cast<float>(sc);
+    std::memcpy(&h, blk + 2, 2);
+    min = -fp16_to_fp32(h) * static_cast<float>(m);
+    const uint8_t* qs = blk + (five ? 48 : 16) + 32 * (j / 2);
+    for (int l = 0; l < 32; ++l) {
+      int v = (j & 1) ? (qs[l] >> 4) : (qs[l] & 0xF);
+      if (five) v |= ((blk[16 + l] >> j) & 1) << 4;
+      q[l] = static_cast<int8_t>(v);
+    }
+    return;
+  }
+  const uint8_t* blk = row + b * dtype_block_bytes(type);
+  std::memcpy(&h, blk, 2);
+  scale = fp16_to_fp32(h);
+  switch (type) {
+    case DType::Q8_0: std::memcpy(q, blk + 2, 32); return;
+    case DType::Q4_0:
+      for (int i = 0; i < 16; ++i) {
+        q[i] = static_cast<int8_t>((blk[2 + i] & 0xF) - 8);
+        q[i + 16] = static_cast<int8_t>((blk[2 + i] >> 4) - 8);
+      }
+      return;
+    case DType::Q4_1:
+      std::memcpy(&h, blk + 2, 2);
+      min = fp16_to_fp32(h);
+      for (int i = 0; i < 16; ++i) {
+        q[i] = static_cast<int8_t>(blk[4 + i] & 0xF);
+        q[i + 16] = static_cast<int8_t>(blk[4 + i] >> 4);
+      }
+      return;
+    default: {  // q5_0 / q5_1
+      const bool affine = type == DType::Q5_1;
+      const uint8_t* qh = blk + (affine ? 4 : 2);
+      const uint8_t* qs = qh + 4;
+      if (affine) {
+        std::memcpy(&h, blk + 2, 2);
+        min = fp16_to_fp32(h);
+      }
+      uint32_t bits;
+      std::memcpy(&bits, qh, 4);
+      const int off = affine ? 0 : 16;
+      for (int i = 0; i < 16; ++i) {
+        q[i] = static_cast<int8_t>(((qs[i] & 0xF) | (((bits >> i) & 1u) << 4)) - off);
+        q[i + 16] = static_cast<int8_t>(((qs[i] >> 4) | (((bits >> (i + 16)) & 1u) << 4)) - off);
+      }
+      return;
+    }
+  }
+}
 
 void pack_x_panel(const float* x, int64_t n, int64_t k, int64_t t0, uint8_t* dst) {
   const int64_t nb = k / kQ8Block;
@@ -78,24 +146,27 @@ void pack_w_panel(const WeightView& w, int64_t r0, int64_t b0, int64_t nbk, uint
   for (int64_t b = 0; b < nbk; ++b) {
     uint8_t* blk = dst + b * kWBlockBytes;
     auto* scales = reinterpret_cast<float*>(blk + 8 * kNR * 4);
+    auto* mins = scales + kNR;
     for (int j = 0; j < kNR; ++j) {
       if (j < nr) {
-        const auto* src = reinterpret_cast<const BlockQ8_0*>(w.row(r0 + j)) + b0 + b;
-        scales[j] = fp16_to_fp32(src->scale_f16);
+        alignas(32) int8_t q[kQ8Block];
+        unpack_block(w.type, w.row(r0 + j), b0 + b, q, scales[j], mins[j]);
         for (int qd = 0; qd < 8; ++qd) {
           uint32_t v;
-          std::memcpy(&v, src->q + 4 * qd, 4);
+          std::memcpy(&v, q + 4 * qd, 4);
           v ^= 0x80808080u;
           std::memcpy(blk + (qd * kNR + j) * 4, &v, 4);
         }
       } else {
         scales[j] = 0.0f;
+        mins[j] = 0.0f;
         for (int qd = 0; qd < 8; ++qd) std::memset(blk + (qd * kNR + j) * 4, 0x80, 4);
       }
     }
   }
 }
 
+template <bool kMins>
 void micro_kernel(const uint8_t* xp, const uint8_t* wp, int64_t nbk, float* c, int64_t ldc, int mt, int nr, bool first) {
   __m512 facc[kMR][kNRV];
 #pragma GCC unroll 8
@@ -137,6 +208,12 @@ void micro_kernel(const uint8_t* xp, const uint8_t* wp, int64_t nbk, float* c, i
         const __m512 s = _mm512_mul_ps(_mm512_load_ps(ws + 16 * v), sx);
         facc[t][v] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(iacc[t][v]), s, facc[t][v]);
       }
+      if constexpr (kMins) {
+        // + m * d_x * sum(x_q); the correction holds -128 * sum(x_q).
+        const __m512 sxs = _mm512_set1_ps(xs[t] * static_cast<float>(xc[t] / -128));
+#pragma GCC unroll 4
+        for (int v = 0; v < kNRV; ++v) facc[t][v] = _mm512_fmadd_ps(_mm512_load_ps(ws + kNR + 16 * v), sxs, facc[t][v]);
+      }
     }
   }
   __mmask16 masks[kNRV];
@@ -165,6 +242,7 @@ bool matmul_q8_available() { return true; }
 void matmul_q8(const WeightView& w, const float* x, int64_t n, float* y, ThreadPool& pool) {
   const int64_t k = w.cols;
   const int64_t nb = k / kQ8Block;
+  const bool has_mins = w.type == DType::Q4_1 || w.type == DType::Q5_1 || w.type == DType::Q4_K || w.type == DType::Q5_K;
   const int64_t n_xpanels = (n + kMR - 1) / kMR;
   const int64_t n_wpanels = (w.rows + kNR - 1) / kNR;
   const size_t xpanel_bytes = static_cast<size_t>(nb) * kXBlockBytes;
@@ -205,8 +283,13 @@ void matmul_q8(const WeightView& w, const float* x, int64_t n, float* y, ThreadP
           for (int64_t xpi = 0; xpi < n_xpanels; ++xpi) {
             const int64_t t0 = xpi * kMR;
             const int mt = static_cast<int>(std::min<int64_t>(kMR, n - t0));
-            micro_kernel(xp + xpi * xpanel_bytes + b0 * kXBlockBytes, wp, nbk, y + t0 * w.rows + r0, w.rows, mt,
-                         nr, b0 == 0);
+            if (has_mins) {
+              micro_kernel<true>(xp + xpi * xpanel_bytes + b0 * kXBlockBytes, wp, nbk, y + t0 * w.rows + r0, w.rows,
+                                 mt, nr, b0 == 0);
+            } else {
+              micro_kernel<false>(xp + xpi * xpanel_bytes + b0 * kXBlockBytes, wp, nbk, y + t0 * w.rows + r0, w.rows,
+                                  mt, nr, b0 == 0);
+            }
             prefetcher.part(xpi);
           }
         }

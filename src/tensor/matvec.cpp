@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "tensor/kernels.h"
+#include "tensor/quant_dot.h"
 #include "tensor/ops.h"
 #include "util/error.h"
 
@@ -304,6 +305,12 @@ void for_row_groups(const WeightView& w, int64_t r0, int64_t r1, float* y, RowsF
   }
 }
 
+// What matvec_range gets for the block types.
+struct QuantPrep {
+  detail::QuantActivations xa;
+  QuantKernel path;
+};
+
 void matvec_range(const WeightView& w, const void* xprep, int64_t r0, int64_t r1, float* y) {
   const int64_t n = w.cols;
   // Software prefetch runs at least 4 KiB (about one row) ahead: rows are only a page or so
@@ -334,15 +341,9 @@ void matvec_range(const WeightView& w, const void* xprep, int64_t r0, int64_t r1
       return;
     }
     default: {
-      // Block types: each row dequantised, then an f32 dot product.
-      thread_local detail::Scratch scratch;
-      auto* tmp = static_cast<float*>(scratch.get(static_cast<size_t>(n) * sizeof(float)));
-      const auto* xf = static_cast<const float*>(xprep);
-      for (int64_t r = r0; r < r1; ++r) {
-        convert_to_f32(w.type, w.row(r), tmp, n);
-        const uint8_t* rows[1] = {reinterpret_cast<const uint8_t*>(tmp)};
-        dot_rows_float<1, LoadF32>(rows, xf, n, y + r, 0);
-      }
+      // Block types: integer dot products on quantised activations (quant_dot_*.cpp).
+      const auto& qp = *static_cast<const QuantPrep*>(xprep);
+      detail::quant_dot_rows(w, qp.xa, r0, r1, y + r0, qp.path);
       return;
     }
   }
@@ -351,6 +352,10 @@ void matvec_range(const WeightView& w, const void* xprep, int64_t r0, int64_t r1
 }  // namespace
 
 void matvec(const WeightView& w, const float* x, float* y, ThreadPool& pool) {
+  matvec(w, x, y, pool, QuantKernel::Auto);
+}
+
+void matvec(const WeightView& w, const float* x, float* y, ThreadPool& pool, QuantKernel path) {
   if (w.rows < 0 || w.cols < 0) fail("matvec: invalid weight shape {}x{}", w.rows, w.cols);
   if (w.rows == 0) return;
   if (w.cols == 0) {
@@ -366,6 +371,14 @@ void matvec(const WeightView& w, const float* x, float* y, ThreadPool& pool) {
     thread_local detail::Scratch scratch;
     xa = detail::quantize_activations(x, w.cols, scratch.get(detail::q8_activation_bytes(w.cols)));
     xprep = &xa;
+  }
+  QuantPrep qp;
+  if (dtype_is_quantized(w.type) && w.type != DType::Q8_0) {
+    thread_local detail::Scratch scratch;
+    qp.xa = detail::prepare_quant_activations(w.type, x, w.cols,
+                                              scratch.get(detail::quant_activation_bytes(w.type, w.cols)));
+    qp.path = detail::resolve_quant_kernel(path);
+    xprep = &qp;
   }
   // Small matrices are not worth a dispatch.
   const size_t bytes = static_cast<size_t>(w.rows) * row_bytes(w.type, w.cols);

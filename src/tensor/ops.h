@@ -9,9 +9,15 @@
 
 namespace kvslim {
 
+// Code paths of the integer dot products of the block types q4_0 .. q6_k (Auto: the best this
+// CPU and build have; the others are forced by tests and benchmarks, and throw if unavailable).
+enum class QuantKernel { Auto, Vnni, Avx2, Scalar };
+
 // y[r] = sum_c W[r][c] * x[c] for every row r. x has W.cols floats, y has W.rows floats.
 // Decode's hot path: allocation-free after the first call on a thread.
 void matvec(const WeightView& w, const float* x, float* y, ThreadPool& pool);
+// The same with the block types' dot products computed on a given path.
+void matvec(const WeightView& w, const float* x, float* y, ThreadPool& pool, QuantKernel path);
 
 // Y[t][r] = sum_c W[r][c] * X[t][c] for t < n. X is n x W.cols, Y is n x W.rows (row-major).
 void matmul(const WeightView& w, const float* x, int64_t n, float* y, ThreadPool& pool);

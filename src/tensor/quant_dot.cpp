@@ -1,0 +1,122 @@
+// Activation preparation and path dispatch of the block types' integer dot products.
+#include "tensor/quant_dot.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "tensor/kernels.h"
+#include "util/error.h"
+
+namespace kvslim::detail {
+
+void quantize_row_q8_k(const float* x, BlockQ8_K* y, int64_t n) {
+  for (int64_t b = 0; b < n / kQK; ++b, x += kQK) {
+    float amax = 0, max = 0;
+    for (int i = 0; i < kQK; ++i) {
+      if (std::fabs(x[i]) > amax) {
+        amax = std::fabs(x[i]);
+        max = x[i];
+      }
+    }
+    if (amax == 0) {
+      std::memset(&y[b], 0, sizeof(BlockQ8_K));
+      continue;
+    }
+    const float iscale = -127.0f / max;
+    for (int i = 0; i < kQK; ++i) y[b].qs[i] = static_cast<int8_t>(std::min(127, static_cast<int>(std::nearbyint(iscale * x[i]))));
+    for (int j = 0; j < 16; ++j) {
+      int s = 0;
+      for (int i = 0; i < 16; ++i) s += y[b].qs[16 * j + i];
+      y[b].bsums[j] = static_cast<int16_t>(s);
+    }
+    y[b].d = 1 / iscale;
+  }
+}
+
+size_t quant_activation_bytes(DType type, int64_t n) {
+  if (dtype_block_size(type) == kQK) return static_cast<size_t>(n / kQK) * sizeof(BlockQ8_K) + 64;
+  return q8_activation_bytes(n) + align_up(static_cast<size_t>(n / kQ8Block) * 4, 64);
+}
+
+QuantActivations prepare_quant_activations(DType type, const float* x, int64_t n, void* buffer) {
+  QuantActivations a;
+  a.type = type;
+  a.n = n;
+  if (dtype_block_size(type) == kQK) {
+    auto* blocks = static_cast<BlockQ8_K*>(buffer);
+    quantize_row_q8_k(x, blocks, n);
+    a.k = blocks;
+    return a;
+  }
+  // The q8_0 activation quantisation, plus each block's sum for the offsets and mins.
+  const Q8Activations q8 = quantize_activations(x, n, buffer);
+  auto* sums = reinterpret_cast<int32_t*>(static_cast<uint8_t*>(buffer) + q8_activation_bytes(n));
+  for (int64_t b = 0; b < n / kQ8Block; ++b) {
+    int32_t s = 0;
+    for (int i = 0; i < kQ8Block; ++i) s += q8.q[b * kQ8Block + i];
+    sums[b] = s;
+  }
+  a.q = q8.q;
+  a.d = q8.scale;
+  a.sum = sums;
+  a.lane_corr = q8.lane_corr;
+  return a;
+}
+
+void round_through_quant_activations(DType type, const float* x, int64_t n, float* out) {
+  if (dtype_block_size(type) != kQK) {
+    round_through_q8_activations(x, n, out);
+    return;
+  }
+  thread_local Scratch scratch;
+  auto* blocks = static_cast<BlockQ8_K*>(scratch.get(static_cast<size_t>(n / kQK) * sizeof(BlockQ8_K)));
+  quantize_row_q8_k(x, blocks, n);
+  for (int64_t i = 0; i < n; ++i) out[i] = blocks[i / kQK].d * static_cast<float>(blocks[i / kQK].qs[i % kQK]);
+}
+
+bool quant_kernel_available(QuantKernel path) {
+  switch (path) {
+    case QuantKernel::Auto:
+    case QuantKernel::Scalar: return true;
+    case QuantKernel::Avx2:
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+      return __builtin_cpu_supports("avx2");
+#else
+      return false;
+#endif
+    case QuantKernel::Vnni:
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__) && defined(__AVX512VNNI__) && defined(__AVX512VL__)
+      return __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vl");
+#else
+      return false;
+#endif
+  }
+  return false;
+}
+
+QuantKernel resolve_quant_kernel(QuantKernel path) {
+  if (path == QuantKernel::Auto) {
+    if (quant_kernel_available(QuantKernel::Vnni)) return QuantKernel::Vnni;
+    if (quant_kernel_available(QuantKernel::Avx2)) return QuantKernel::Avx2;
+    return QuantKernel::Scalar;
+  }
+  if (!quant_kernel_available(path)) {
+    fail("the {} dot-product path is not available in this build or on this CPU",
+         path == QuantKernel::Vnni ? "AVX-512 VNNI" : "AVX2");
+  }
+  return path;
+}
+
+void quant_dot_rows(const WeightView& w, const QuantActivations& xa, int64_t r0, int64_t r1, float* y,
+                    QuantKernel path) {
+  switch (path) {
+    case QuantKernel::Vnni: quant_dot_rows_vnni(w, xa, r0, r1, y); return;
+    case QuantKernel::Avx2: quant_dot_rows_avx2(w, xa, r0, r1, y); return;
+    default:
+      for (int64_t r = r0; r < r1; ++r) y[r - r0] = quant_dot_row_scalar(w.type, w.row(r), xa);
+      return;
+  }
+}
+
+}  // namespace kvslim::detail

@@ -1,0 +1,57 @@
+// Internal: integer dot products of block-quantised weight rows (q4_0 .. q6_k) with quantised
+// activations, the inner loop of matvec for those types.
+//
+// Activations are quantised the way each format's dot product expects: blocks of 32 int8 with
+// an f32 scale (d = amax / 127, as for q8_0) for the legacy types, q8_K super-blocks (256 int8,
+// f32 scale, per-16 sums) for the K-quants. Weights are unpacked in registers to unsigned levels
+// q (0 .. 2^bits - 1); the products sum(q * x) are exact int32, and each format's offset or min
+// (q - 8, q - 32, - dmin * m ...) is applied once per (sub-)block through the activation sums.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "tensor/dtype.h"
+#include "tensor/ops.h"
+
+namespace kvslim::detail {
+
+// Activations prepared for one weight type.
+struct QuantActivations {
+  DType type = DType::F32;  // the weight type they were prepared for
+  int64_t n = 0;
+  // Legacy types: n / 32 blocks.
+  const int8_t* q = nullptr;
+  const float* d = nullptr;
+  const int32_t* sum = nullptr;        // sum of each block's q
+  const int32_t* lane_corr = nullptr;  // per 4 consecutive q: -128 * their sum (Q8Activations)
+  // K-quants: n / 256 super-blocks.
+  const BlockQ8_K* k = nullptr;
+};
+
+// Bytes of 64-byte aligned scratch needed to prepare n activations for `type`.
+size_t quant_activation_bytes(DType type, int64_t n);
+QuantActivations prepare_quant_activations(DType type, const float* x, int64_t n, void* buffer);
+
+// ggml's q8_K activation quantisation: per 256 values, the signed largest-magnitude value maps to
+// -127 (d = max / -127), q = round-to-nearest-even(x / d) (at most 127), bsums per 16.
+void quantize_row_q8_k(const float* x, BlockQ8_K* y, int64_t n);
+
+// x rounded through the activation quantisation of `type`'s dot products (out[i] = d * q), for
+// the f32 GEMM of prefill, so prefill and decode see the same activations.
+void round_through_quant_activations(DType type, const float* x, int64_t n, float* out);
+
+// Which code path computes the dot products (tests force each one; Auto = the best available).
+bool quant_kernel_available(QuantKernel path);
+QuantKernel resolve_quant_kernel(QuantKernel path);  // Auto -> the best available; throws if unavailable
+
+// y[r - r0] = row r of w . x for r in [r0, r1), w.type a block type, on the given (resolved) path.
+void quant_dot_rows(const WeightView& w, const QuantActivations& xa, int64_t r0, int64_t r1, float* y,
+                    QuantKernel path);
+
+// The per-path implementations (quant_dot_scalar.cpp, quant_dot_simd.cpp).
+float quant_dot_row_scalar(DType type, const uint8_t* row, const QuantActivations& xa);
+void quant_dot_rows_avx2(const WeightView& w, const QuantActivations& xa, int64_t r0, int64_t r1, float* y);
+void quant_dot_rows_vnni(const WeightView& w, const QuantActivations& xa, int64_t r0, int64_t r1, float* y);
+
+}  // namespace kvslim::detail

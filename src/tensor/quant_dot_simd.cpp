@@ -1,0 +1,305 @@
+// AVX2 and AVX-512 VNNI paths of the block types' integer dot products.
+//
+// Per 32 values, the weight levels are unpacked in registers to 32 unsigned bytes (nibbles
+// masked out, 2-bit fields shifted down, high bits OR-ed in from qh / hmask) and multiplied with
+// the 32 int8 activations:
+//   - legacy types: one int32 vector of sum(q * x) per block, scaled in f32 by d_w * d_x; the
+//     offset (-8, -16) or min (m) is applied through the activation block sums;
+//   - K-quants: maddubs gives 16 int16 pair sums, which are multiplied by each sub-block's
+//     integer scale and summed into int32 with madd (on both paths, see dot_scaled) — the whole
+//     super-block stays in exact integers until one f32 multiply by d_w * d_x; mins / offsets
+//     come from the q8_K per-16 sums with one madd per super-block.
+// The VNNI path uses the 256-bit EVEX vpdpbusd, which fuses the multiply and the accumulation.
+// Both paths keep f32 accumulators in vectors and reduce once per row.
+#include <algorithm>
+#include <cstring>
+
+#include "tensor/quant_dot.h"
+#include "util/error.h"
+
+#include "tensor/simd.h"
+
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+#define KVSLIM_QDOT_AVX2 1
+#endif
+#if defined(KVSLIM_QDOT_AVX2) && defined(__AVX512VNNI__) && defined(__AVX512VL__)
+#define KVSLIM_QDOT_VNNI 1
+#endif
+
+namespace kvslim::detail {
+
+#if defined(KVSLIM_QDOT_AVX2)
+namespace {
+
+inline float hsum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+inline __m256i load32(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
+
+// acc + the sum of 4 consecutive u8 * s8 products per int32 lane.
+template <bool kVnni>
+inline __m256i dot_u8s8(__m256i acc, __m256i w, __m256i x) {
+#if defined(KVSLIM_QDOT_VNNI)
+  if constexpr (kVnni) return _mm256_dpbusd_epi32(acc, w, x);
+#endif
+  return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(w, x), _mm256_set1_epi16(1)));
+}
+
+// acc + sum over pairs of (u8 * s8 pair sums) * int16 scales. Both paths use madd + add here:
+// the fused vpdpwssd measured about 10% slower for q4_k / q5_k matvec on this machine's
+// Sapphire Rapids (and no faster for q6_k), so the VNNI path differs only where vpdpbusd does
+// the whole u8 x s8 product (the legacy types).
+template <bool kVnni>
+inline __m256i dot_scaled(__m256i acc, __m256i w, __m256i x, __m256i scale16) {
+  const __m256i p16 = _mm256_maddubs_epi16(w, x);
+  return _mm256_add_epi32(acc, _mm256_madd_epi16(p16, scale16));
+}
+
+// 16 low nibbles then 16 high nibbles of 16 bytes, as 32 bytes.
+inline __m256i nibbles32(const uint8_t* qs) {
+  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+  const __m128i m = _mm_set1_epi8(0x0F);
+  return _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_and_si128(v, m)), _mm_and_si128(_mm_srli_epi16(v, 4), m), 1);
+}
+
+// Byte i = 0x10 if bit i of the 32-bit word is set, else 0.
+inline __m256i fifth_bits(const uint8_t* qh4) {
+  uint32_t h;
+  std::memcpy(&h, qh4, 4);
+  const __m256i spread = _mm256_shuffle_epi8(
+      _mm256_set1_epi32(static_cast<int>(h)),
+      _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
+  const __m256i bit = _mm256_set1_epi64x(static_cast<long long>(0x8040201008040201ull));
+  return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit), _mm256_set1_epi8(0x10));
+}
+
+template <bool kVnni>
+float dot_legacy(DType type, const uint8_t* row, const QuantActivations& xa, size_t pf) {
+  const int64_t nb = xa.n / kQ4Block;
+  __m256 accs[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};  // even / odd blocks
+  float corr = 0;  // the offsets / mins, through the activation sums
+  const size_t bb = dtype_block_bytes(type);
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = row + b * bb;
+    if ((b & 1) == 0) _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(blk) + pf), _MM_HINT_T0);
+    const __m256i x = load32(xa.q + b * kQ4Block);
+    uint16_t dh;
+    std::memcpy(&dh, blk, 2);
+    const float dd = h2f(dh) * xa.d[b];
+    // The symmetric types' offset (-8 or -16) starts each lane's int32 sum: -offset * (sum of
+    // the lane's 4 activations) = lane_corr (-128 * that sum) shifted right by 4 or 3, exactly.
+    __m256i w, init = _mm256_setzero_si256();
+    switch (type) {
+      case DType::Q4_0:
+        w = nibbles32(blk + 2);
+        init = _mm256_srai_epi32(load32(xa.lane_corr + b * 8), 4);
+        break;
+      case DType::Q4_1: {
+        w = nibbles32(blk + 4);
+        uint16_t mh;
+        std::memcpy(&mh, blk + 2, 2);
+        corr += h2f(mh) * xa.d[b] * static_cast<float>(xa.sum[b]);
+        break;
+      }
+      case DType::Q5_0:
+        w = _mm256_or_si256(nibbles32(blk + 6), fifth_bits(blk + 2));
+        init = _mm256_srai_epi32(load32(xa.lane_corr + b * 8), 3);
+        break;
+      default: {  // Q5_1
+        w = _mm256_or_si256(nibbles32(blk + 8), fifth_bits(blk + 4));
+        uint16_t mh;
+        std::memcpy(&mh, blk + 2, 2);
+        corr += h2f(mh) * xa.d[b] * static_cast<float>(xa.sum[b]);
+        break;
+      }
+    }
+    accs[b & 1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot_u8s8<kVnni>(init, w, x)), _mm256_set1_ps(dd), accs[b & 1]);
+  }
+  return hsum(_mm256_add_ps(accs[0], accs[1])) + corr;
+}
+
+// Shuffle that spreads int16 scale `s` of a 128-bit lane holding 8 int16 over all 8 int16 of
+// the lane (bytes 2s, 2s + 1 repeated).
+inline __m128i spread_index(int s) {
+  return _mm_set1_epi16(static_cast<short>((2 * s) | ((2 * s + 1) << 8)));
+}
+
+// Scale vector for 32 values whose first 16 use int16 scale `a` and next 16 scale `b`, picked
+// from `sc` (8 int16 scales broadcast into both 128-bit lanes).
+inline __m256i pick_scales(__m256i sc, int a, int b) {
+  return _mm256_shuffle_epi8(sc, _mm256_inserti128_si256(_mm256_castsi128_si256(spread_index(a)), spread_index(b), 1));
+}
+
+inline __m256i broadcast8x16(const int16_t* s) {
+  return _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s)));
+}
+
+template <bool kVnni>
+float dot_k(DType type, const uint8_t* row, const QuantActivations& xa, size_t pf) {
+  const int64_t nb = xa.n / kQK;
+  const size_t bb = dtype_block_bytes(type);
+  const __m256i m2 = _mm256_set1_epi8(3), m4 = _mm256_set1_epi8(0x0F), m1 = _mm256_set1_epi8(1);
+  __m256 acc = _mm256_setzero_ps();
+  __m256 acc_min = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blkp = row + b * bb;
+    const char* ahead = reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(blkp) + pf);
+    for (size_t off = 0; off < bb; off += 64) _mm_prefetch(ahead + off, _MM_HINT_T0);
+    const BlockQ8_K& x = xa.k[b];
+    const __m256i bsums = load32(x.bsums);
+    // Two integer accumulators, alternating between chunks, so the fused multiply-accumulates
+    // of consecutive chunks do not wait on each other.
+    __m256i is[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+    __m256i isum;
+    switch (type) {
+      case DType::Q2_K: {
+        const auto& blk = *reinterpret_cast<const BlockQ2_K*>(blkp);
+        alignas(32) int16_t sc[16], mn[16];
+        for (int j = 0; j < 16; ++j) {
+          sc[j] = blk.scales[j] & 0xF;
+          mn[j] = blk.scales[j] >> 4;
+        }
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; ++h) {
+          const __m256i v = load32(blk.qs + 32 * h);
+          const __m256i s = broadcast8x16(sc + 8 * h);
+#pragma GCC unroll 4
+          for (int k = 0; k < 4; ++k) {
+            const __m256i w = _mm256_and_si256(_mm256_srli_epi16(v, 2 * k), m2);
+            is[k & 1] = dot_scaled<kVnni>(is[k & 1], w, load32(x.qs + 128 * h + 32 * k), pick_scales(s, 2 * k, 2 * k + 1));
+          }
+        }
+        isum = _mm256_add_epi32(is[0], is[1]);
+        const __m256i msum = _mm256_madd_epi16(bsums, _mm256_load_si256(reinterpret_cast<const __m256i*>(mn)));
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(x.d * h2f(blk.d)), acc);
+        acc_min = _mm256_fmadd_ps(_mm256_cvtepi32_ps(msum), _mm256_set1_ps(-x.d * h2f(blk.dmin)), acc_min);
+        break;
+      }
+      case DType::Q3_K: {
+        const auto& blk = *reinterpret_cast<const BlockQ3_K*>(blkp);
+        alignas(32) int16_t sc[16];
+        for (int j = 0; j < 16; ++j) sc[j] = static_cast<int16_t>(q3k_scale(blk.scales, j) - 32);
+        const __m256i hm = load32(blk.hmask);
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; ++h) {
+          const __m256i v = load32(blk.qs + 32 * h);
+          const __m256i s = broadcast8x16(sc + 8 * h);
+#pragma GCC unroll 4
+          for (int k = 0; k < 4; ++k) {
+            const __m256i high = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hm, 4 * h + k), m1), 2);
+            const __m256i w = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 2 * k), m2), high);
+            is[k & 1] = dot_scaled<kVnni>(is[k & 1], w, load32(x.qs + 128 * h + 32 * k), pick_scales(s, 2 * k, 2 * k + 1));
+          }
+        }
+        // - 4 * sum_j s_j * bsum_j
+        const __m256i off = _mm256_madd_epi16(bsums, _mm256_load_si256(reinterpret_cast<const __m256i*>(sc)));
+        isum = _mm256_sub_epi32(_mm256_add_epi32(is[0], is[1]), _mm256_slli_epi32(off, 2));
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(x.d * h2f(blk.d)), acc);
+        break;
+      }
+      case DType::Q4_K:
+      case DType::Q5_K: {
+        const bool five = type == DType::Q5_K;
+        const uint8_t* scales = blkp + 4;
+        const uint8_t* qs = blkp + (five ? 48 : 16);
+        alignas(32) int16_t sc[8], mn[16];
+        for (int j = 0; j < 8; ++j) {
+          int s, m;
+          k4_scale_min(scales, j, s, m);
+          sc[j] = static_cast<int16_t>(s);
+          mn[2 * j] = mn[2 * j + 1] = static_cast<int16_t>(m);
+        }
+        const __m256i s = broadcast8x16(sc);
+        const __m256i qh = five ? load32(blkp + 16) : _mm256_setzero_si256();
+#pragma GCC unroll 4
+        for (int p = 0; p < 4; ++p) {
+          const __m256i v = load32(qs + 32 * p);
+          __m256i lo = _mm256_and_si256(v, m4);
+          __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+          if (five) {
+            lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * p), m1), 4));
+            hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * p + 1), m1), 4));
+          }
+          is[0] = dot_scaled<kVnni>(is[0], lo, load32(x.qs + 64 * p), pick_scales(s, 2 * p, 2 * p));
+          is[1] = dot_scaled<kVnni>(is[1], hi, load32(x.qs + 64 * p + 32), pick_scales(s, 2 * p + 1, 2 * p + 1));
+        }
+        isum = _mm256_add_epi32(is[0], is[1]);
+        uint16_t dh, mh;
+        std::memcpy(&dh, blkp, 2);
+        std::memcpy(&mh, blkp + 2, 2);
+        const __m256i msum = _mm256_madd_epi16(bsums, _mm256_load_si256(reinterpret_cast<const __m256i*>(mn)));
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(x.d * h2f(dh)), acc);
+        acc_min = _mm256_fmadd_ps(_mm256_cvtepi32_ps(msum), _mm256_set1_ps(-x.d * h2f(mh)), acc_min);
+        break;
+      }
+      default: {  // Q6_K
+        const auto& blk = *reinterpret_cast<const BlockQ6_K*>(blkp);
+        alignas(32) int16_t sc[16];
+        for (int j = 0; j < 16; ++j) sc[j] = blk.scales[j];
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; ++h) {
+          const __m256i l0 = load32(blk.ql + 64 * h);
+          const __m256i l1 = load32(blk.ql + 64 * h + 32);
+          const __m256i hb = load32(blk.qh + 32 * h);
+          const __m256i s = broadcast8x16(sc + 8 * h);
+          const __m256i w[4] = {
+              _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(hb, m2), 4)),
+              _mm256_or_si256(_mm256_and_si256(l1, m4),
+                              _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2), m2), 4)),
+              _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
+                              _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 4), m2), 4)),
+              _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                              _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 6), m2), 4))};
+#pragma GCC unroll 4
+          for (int k = 0; k < 4; ++k) {
+            is[k & 1] = dot_scaled<kVnni>(is[k & 1], w[k], load32(x.qs + 128 * h + 32 * k), pick_scales(s, 2 * k, 2 * k + 1));
+          }
+        }
+        // - 32 * sum_j s_j * bsum_j
+        const __m256i off = _mm256_madd_epi16(bsums, _mm256_load_si256(reinterpret_cast<const __m256i*>(sc)));
+        isum = _mm256_sub_epi32(_mm256_add_epi32(is[0], is[1]), _mm256_slli_epi32(off, 5));
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(x.d * h2f(blk.d)), acc);
+        break;
+      }
+    }
+  }
+  return hsum(_mm256_add_ps(acc, acc_min));
+}
+
+template <bool kVnni>
+void dot_rows(const WeightView& w, const QuantActivations& xa, int64_t r0, int64_t r1, float* y) {
+  // Prefetch about 4 KiB ahead (rows are short; see matvec.cpp).
+  const size_t pf = std::max<size_t>(row_bytes(w.type, w.cols), 4096);
+  const bool k = dtype_block_size(w.type) == kQK;
+  for (int64_t r = r0; r < r1; ++r) {
+    y[r - r0] = k ? dot_k<kVnni>(w.type, w.row(r), xa, pf) : dot_legacy<kVnni>(w.type, w.row(r), xa, pf);
+  }
+}
+
+}  // namespace
+
+void quant_dot_rows_avx2(const WeightView& w, const QuantActivations& xa, int64_t r0, int64_t r1, float* y) {
+  dot_rows<false>(w, xa, r0, r1, y);
+}
+#else
+void quant_dot_rows_avx2(const WeightView&, const QuantActivations&, int64_t, int64_t, float*) {
+  fail("this build has no AVX2 dot-product path");
+}
+#endif
+
+#if defined(KVSLIM_QDOT_VNNI)
+void quant_dot_rows_vnni(const WeightView& w, const QuantActivations& xa, int64_t r0, int64_t r1, float* y) {
+  dot_rows<true>(w, xa, r0, r1, y);
+}
+#else
+void quant_dot_rows_vnni(const WeightView&, const QuantActivations&, int64_t, int64_t, float*) {
+  fail("this build has no AVX-512 VNNI dot-product path");
+}
+#endif
+
+}  // namespace kvslim::detail
