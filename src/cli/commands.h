@@ -23,5 +23,7 @@ void add_train_lookahead_command(CLI::App& app);
 void add_apply_template_command(CLI::App& app);
 void add_chat_command(CLI::App& app);
 void add_claims_command(CLI::App& app);
+void add_quantize_command(CLI::App& app);
+void add_perplexity_command(CLI::App& app);
 
 }  // namespace kvslim::cli

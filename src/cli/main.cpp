@@ -28,6 +28,8 @@ int main(int argc, char** argv) {
   kvslim::cli::add_train_lookahead_command(app);
   kvslim::cli::add_apply_template_command(app);
   kvslim::cli::add_chat_command(app);
+  kvslim::cli::add_quantize_command(app);
+  kvslim::cli::add_perplexity_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

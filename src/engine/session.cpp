@@ -72,11 +72,17 @@ void Session::timed(void (Press::*hook)(PressContext&)) {
   score_ms_ += ms_since(start);
 }
 
-const float* Session::run_blocks(const std::vector<int32_t>& tokens, bool block_hooks) {
+const float* Session::run_blocks(const std::vector<int32_t>& tokens, bool block_hooks, std::vector<float>* all_logits) {
   const float* logits = nullptr;
+  const size_t n_vocab = size_t(model_.config().n_vocab);
+  if (all_logits) all_logits->clear();
   for (size_t start = 0; start < tokens.size(); start += forward_.max_block()) {
     const int n = int(std::min<size_t>(forward_.max_block(), tokens.size() - start));
-    logits = forward_.run(tokens.data() + start, n, n_past_, cache_, pool_);
+    logits = forward_.run(tokens.data() + start, n, n_past_, cache_, pool_, all_logits != nullptr);
+    if (all_logits) {
+      all_logits->insert(all_logits->end(), logits, logits + size_t(n) * n_vocab);
+      logits += size_t(n - 1) * n_vocab;
+    }
     n_past_ += n;
     if (block_hooks) timed(&Press::after_prefill_block);
   }
@@ -165,13 +171,13 @@ void Session::restore(Snapshot snapshot) {
   n_past_ = int64_t(history_.size());
 }
 
-const float* Session::extend(const std::vector<int32_t>& tokens) {
+const float* Session::extend(const std::vector<int32_t>& tokens, std::vector<float>* all_logits) {
   if (prompt_.empty()) fail("extend needs a prefilled prompt");
   if (tokens.empty()) fail("cannot extend with no tokens");
   cache_.set_probe(nullptr);
   cache_.set_sparse_selector(nullptr);
   history_.insert(history_.end(), tokens.begin(), tokens.end());
-  run_blocks(tokens, false);
+  run_blocks(tokens, false, all_logits);
   if (press_) timed(&Press::after_extend);
   install_decode_observers();
   reserve_decode_pages();

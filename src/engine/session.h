@@ -63,7 +63,9 @@ class Session final : private PressContext {
   // question, appended once the context is compressed. The press sees none of them (no hooks,
   // probes or sparse selection run); its decode hooks run as usual afterwards, and decode
   // continues after them. Returns the last token's logits (valid until the next decode).
-  const float* extend(const std::vector<int32_t>& tokens);
+  // With `all_logits`, every appended token's logits are stored there too ([n][n_vocab]): the
+  // perplexity of a compressed context scores them.
+  const float* extend(const std::vector<int32_t>& tokens, std::vector<float>* all_logits = nullptr);
   // Feeds one token at the next position; returns its logits.
   const float* decode(int32_t token);
   // Every later forward pass hands each layer's attention output to `hook` (see Forward).
@@ -117,8 +119,9 @@ class Session final : private PressContext {
   void record_scores(int layer, int kv_head, std::span<const float> scores) override;
 
   // Runs `tokens` in blocks at the next positions, calling the press's after_prefill_block
-  // hook after each block when `block_hooks`; keeps and returns the last token's logits.
-  const float* run_blocks(const std::vector<int32_t>& tokens, bool block_hooks);
+  // hook after each block when `block_hooks`; keeps and returns the last token's logits (and
+  // stores every token's into `all_logits` when given).
+  const float* run_blocks(const std::vector<int32_t>& tokens, bool block_hooks, std::vector<float>* all_logits = nullptr);
   // Installs the press's decode-time probe and sparse selector (none without a press).
   void install_decode_observers();
   // Runs a press hook, adding its time to score_ms.
