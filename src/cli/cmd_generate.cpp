@@ -7,7 +7,9 @@
 #include "cli/commands.h"
 #include "cli/shared_options.h"
 #include "cli/prompt_input.h"
+#include "engine/live_session.h"
 #include "engine/session.h"
+#include "util/error.h"
 #include "model/model.h"
 
 namespace kvslim::cli {
@@ -25,20 +27,68 @@ struct GenerateOptions {
   bool no_bos = false;
   bool no_special = false;
   bool json = false;
+  std::string save_kv, load_kv;
 };
 
 double per_second(double count, double ms) { return ms > 0 ? count * 1000.0 / ms : 0.0; }
 
+// --save-kv / --load-kv: the prompt runs as a turn of a LiveSession, which a KV file can hold
+// ("compress once, ask many": a loaded document is not prefilled again, only the question is).
+void run_with_kv_file(const GenerateOptions& opt, const Model& model, ThreadPool& pool,
+                      const std::function<void(const std::string&)>& stream) {
+  const Tokenizer& tokenizer = model.tokenizer();
+  std::unique_ptr<LiveSession> live;
+  std::vector<int32_t> conversation;
+  const std::string text = opt.prompt.read();
+  if (!opt.load_kv.empty()) {
+    live = LiveSession::load(opt.load_kv, model, pool, opt.engine, opt.sampling);
+    conversation = live->transcript();
+    const std::vector<int32_t> question = tokenizer.encode(text, false, !opt.no_special);
+    conversation.insert(conversation.end(), question.begin(), question.end());
+  } else {
+    live = std::make_unique<LiveSession>(model, pool, opt.engine, opt.compression, opt.sampling);
+    conversation = tokenizer.encode(text, tokenizer.add_bos_by_default() && !opt.no_bos, !opt.no_special);
+  }
+  live->prompt(conversation, opt.n_predict);
+  const Answer a = live->answer(opt.n_predict, stream);
+  if (!opt.save_kv.empty()) live->save(opt.save_kv);
+  const TurnStats& t = live->last_turn();
+  if (opt.json) {
+    nlohmann::json out = {
+        {"text", a.text},
+        {"token_ids", a.tokens},
+        {"n_generated", a.tokens.size()},
+        {"stop_reason", a.stop_reason},
+        {"press", live->compression().press},
+        {"turn_tokens", t.turn_tokens},
+        {"reused_tokens", t.reused},
+        {"history_tokens", t.history},
+        {"kept_tokens", t.kept_tokens},
+        {"prefill_ms", t.prefill_ms},
+        {"decode_ms", t.decode_ms},
+        {"prefill_tok_s", t.prefill_tokens_per_s()},
+        {"decode_tok_s", t.decode_tokens_per_s()},
+        {"kv_bytes_final", t.kv_bytes},
+        {"seed", opt.sampling.seed},
+    };
+    fmt::print("{}\n", out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+  } else {
+    fmt::print("\n");
+    fmt::print(stderr, "prompt: {} tokens run, {} reused from the KV file, {:.1f} ms ({:.1f} tok/s); generated: {} "
+               "tokens, {:.1f} ms ({:.1f} tok/s); stop: {}; press {} ({:.1f} tokens kept per head); KV bytes {}{}\n",
+               t.turn_tokens, t.reused, t.prefill_ms, t.prefill_tokens_per_s(), a.tokens.size(), t.decode_ms,
+               t.decode_tokens_per_s(), a.stop_reason, live->compression().press, t.kept_tokens, t.kv_bytes,
+               opt.save_kv.empty() ? "" : "; saved " + opt.save_kv);
+  }
+}
+
 void run_generate(const GenerateOptions& opt) {
+  if (!opt.load_kv.empty() && (opt.compression.press != "full" || opt.compression.budget || opt.compression.ratio ||
+                               !opt.compression.press_options.empty()))
+    fail("--load-kv takes the method and budget from the file: drop --press, --budget, --ratio and --press-opt");
   const auto model = Model::load(opt.model);
   const Tokenizer& tokenizer = model->tokenizer();
-  GenerateRequest request;
-  request.prompt = tokenizer.encode(opt.prompt.read(), tokenizer.add_bos_by_default() && !opt.no_bos, !opt.no_special);
-  request.n_predict = opt.n_predict;
-  request.sampling = opt.sampling;
-  request.compression = opt.compression;
   ThreadPool pool(opt.threads);
-
   std::function<void(const std::string&)> stream;
   if (!opt.json) {
     stream = [](const std::string& piece) {
@@ -46,6 +96,12 @@ void run_generate(const GenerateOptions& opt) {
       std::fflush(stdout);
     };
   }
+  if (!opt.save_kv.empty() || !opt.load_kv.empty()) return run_with_kv_file(opt, *model, pool, stream);
+  GenerateRequest request;
+  request.prompt = tokenizer.encode(opt.prompt.read(), tokenizer.add_bos_by_default() && !opt.no_bos, !opt.no_special);
+  request.n_predict = opt.n_predict;
+  request.sampling = opt.sampling;
+  request.compression = opt.compression;
   const GenerateResult r = generate(*model, pool, opt.engine, request, stream);
   const double prefill_tok_s = per_second(r.n_prompt, r.prefill_ms);
   const double decode_tok_s = per_second(r.decode_steps, r.decode_ms);
@@ -100,6 +156,8 @@ void add_generate_command(CLI::App& app) {
   cmd->add_flag("--no-bos", opt->no_bos, "do not prepend BOS even if the tokenizer asks for it");
   cmd->add_flag("--no-special", opt->no_special, "treat special-token text in the prompt as plain text");
   cmd->add_flag("--json", opt->json, "print one JSON object with the text, ids and timings");
+  cmd->add_option("--save-kv", opt->save_kv, "write the compressed KV (prompt and answer) to FILE afterwards");
+  cmd->add_option("--load-kv", opt->load_kv, "continue a KV file: the prompt is appended to its history (no BOS)");
   cmd->callback([opt] { run_generate(*opt); });
 }
 

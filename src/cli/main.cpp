@@ -25,6 +25,7 @@ int main(int argc, char** argv) {
   kvslim::cli::add_train_model_command(app);
   kvslim::cli::add_init_adapter_command(app);
   kvslim::cli::add_train_lookahead_command(app);
+  kvslim::cli::add_apply_template_command(app);
   kvslim::cli::add_serve_command(app);
   try {
     app.parse(argc, argv);

@@ -1,5 +1,6 @@
 // Option groups shared by subcommands: the compression method (--press, --budget, --ratio,
-// --press-opt) and the engine (--ctx, --batch, --kv-page, --threads).
+// --press-opt), the engine (--ctx, --batch, --kv-page, --threads) and the chat template
+// override (--chat-template).
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -21,6 +22,12 @@ inline void add_engine_options(CLI::App& command, EngineOptions& options, int& t
   command.add_option("--batch", options.batch, "prefill chunk size in tokens")->capture_default_str();
   command.add_option("--kv-page", options.page_tokens, "KV page size in tokens per head")->capture_default_str();
   command.add_option("--threads", threads, "threads (0: all cores)")->capture_default_str();
+}
+
+// --chat-template FILE: a Jinja file used instead of the model's tokenizer.chat_template
+// (pass the path to ChatTemplate::for_model; empty means the model's own).
+inline void add_chat_template_option(CLI::App& command, std::string& path) {
+  command.add_option("--chat-template", path, "Jinja chat template file, instead of the model's tokenizer.chat_template");
 }
 
 }  // namespace kvslim::cli

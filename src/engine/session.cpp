@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "engine/live_session.h"
 #include "model/fingerprint.h"
 #include "press/registry.h"
 #include "util/error.h"
@@ -89,13 +90,40 @@ void Session::install_decode_observers() {
   cache_.set_sparse_selector(press_ ? press_->sparse_selector() : nullptr);
 }
 
-const float* Session::prefill(const std::vector<int32_t>& tokens) {
+void Session::check_turn_fits(int64_t n, int64_t rewind_to) const {
+  int64_t largest = 0;
+  for (int l = 0; l < cache_.n_layers(); ++l)
+    for (int h = 0; h < cache_.n_kv_heads(); ++h) {
+      const HeadCache& head = cache_.head(l, h);
+      int64_t size = head.size();
+      while (size > 0 && head.position(size - 1) >= rewind_to) --size;
+      largest = std::max(largest, size);
+    }
+  // A block-wise method (KeyDiff) cuts each head back to the budget after every block, so a long
+  // turn needs room for one block above the budget only.
+  int64_t needed = largest + n;
+  if (press_ && press_->prefill_block() > 0 && budget_ != INT64_MAX)
+    needed = std::min(needed, std::max(largest, budget_) + std::min<int64_t>(n, forward_.max_block()));
+  if (needed > cache_.capacity())
+    fail("a turn of {} tokens does not fit: the cache holds up to {} tokens per head and {} are in use (--ctx)", n,
+         cache_.capacity(), largest);
+}
+
+const float* Session::feed_turn(const std::vector<int32_t>& tokens, int n_predict) {
   if (tokens.empty()) fail("cannot prefill an empty prompt");
-  prompt_ = tokens;
+  check_turn_fits(int64_t(tokens.size()), n_past_);
+  n_predict_ = n_predict;
+  history_.insert(history_.end(), tokens.begin(), tokens.end());
+  prompt_ = history_;
   if (press_) {
-    press_->begin(*this);
+    if (turns_ == 0)
+      press_->begin(*this);
+    else
+      press_->begin_turn(*this);
     cache_.set_probe(press_->prefill_probe());
   }
+  cache_.set_sparse_selector(nullptr);
+  ++turns_;
   run_blocks(tokens, press_ != nullptr);
   if (press_) {
     cache_.set_probe(nullptr);
@@ -106,11 +134,36 @@ const float* Session::prefill(const std::vector<int32_t>& tokens) {
   return last_logits_.data();
 }
 
+void Session::rewind(int64_t n) {
+  if (n < 0 || n > n_past_) fail("cannot rewind to position {} of a history of {} tokens", n, n_past_);
+  if (n == n_past_) return;
+  for (int l = 0; l < cache_.n_layers(); ++l)
+    for (int h = 0; h < cache_.n_kv_heads(); ++h) {
+      HeadCache& head = cache_.head(l, h);
+      int64_t keep = head.size();  // positions ascend: drop the tail at positions >= n
+      while (keep > 0 && head.position(keep - 1) >= n) --keep;
+      head.truncate(keep, cache_.pool());
+    }
+  history_.resize(size_t(n));
+  n_past_ = n;
+  if (prompt_.size() > history_.size()) prompt_ = history_;
+  if (press_) press_->rewind(*this);
+}
+
+void Session::restore(Snapshot snapshot) {
+  history_ = std::move(snapshot.history);
+  prompt_ = std::move(snapshot.prompt);
+  last_logits_ = std::move(snapshot.last_logits);
+  turns_ = snapshot.turns;
+  n_past_ = int64_t(history_.size());
+}
+
 const float* Session::extend(const std::vector<int32_t>& tokens) {
   if (prompt_.empty()) fail("extend needs a prefilled prompt");
   if (tokens.empty()) fail("cannot extend with no tokens");
   cache_.set_probe(nullptr);
   cache_.set_sparse_selector(nullptr);
+  history_.insert(history_.end(), tokens.begin(), tokens.end());
   run_blocks(tokens, false);
   if (press_) timed(&Press::after_extend);
   install_decode_observers();
@@ -128,8 +181,10 @@ void Session::reserve_decode_pages() {
 const float* Session::decode(int32_t token) {
   const float* logits = forward_.run(&token, 1, n_past_, cache_, pool_);
   ++n_past_;
+  history_.push_back(token);
   if (press_) timed(&Press::after_decode_step);
-  return logits;
+  last_logits_.assign(logits, logits + model_.config().n_vocab);
+  return last_logits_.data();
 }
 
 void Session::with_room_for(int64_t extra_tokens, const std::function<void()>& work) {
@@ -248,7 +303,6 @@ GenerateResult generate(const Model& model, ThreadPool& pool, const EngineOption
   GenerateResult result;
   result.n_prompt = int(n_prompt);
   result.budget = budget == INT64_MAX ? 0 : budget;
-  result.stop_reason = "length";
   std::vector<int32_t> history = request.prompt;
   history.insert(history.end(), request.appended.begin(), request.appended.end());
   history.reserve(history.size() + request.n_predict);
@@ -262,29 +316,12 @@ GenerateResult generate(const Model& model, ThreadPool& pool, const EngineOption
   result.score_ms = session.score_ms();
   result.kv_bytes_prefill = kv.bytes_in_use();
 
-  start = Clock::now();
-  for (int i = 0; i < request.n_predict; ++i) {
-    const int32_t token = sampler.sample(logits, history);
-    if (tokenizer.is_end_of_generation(token)) {
-      result.stop_reason = "eos";
-      break;
-    }
-    history.push_back(token);
-    result.tokens.push_back(token);
-    const std::string piece = tokenizer.token_to_piece(token);
-    result.text += piece;
-    if (on_piece) on_piece(piece);
-    if (i + 1 == request.n_predict) break;  // the last token needs no forward pass
-    int64_t largest_head = 0;
-    for (int l = 0; l < kv.n_layers(); ++l) largest_head = std::max(largest_head, kv.n_tokens(l));
-    if (largest_head >= kv.capacity()) {
-      result.stop_reason = "context";
-      break;
-    }
-    logits = session.decode(token);
-    ++result.decode_steps;
-  }
-  result.decode_ms = ms_since(start);
+  Answer answer = decode_answer(session, sampler, tokenizer, logits, history, request.n_predict, on_piece);
+  result.tokens = std::move(answer.tokens);
+  result.text = std::move(answer.text);
+  result.stop_reason = answer.stop_reason;
+  result.decode_steps = answer.decode_steps;
+  result.decode_ms = answer.decode_ms;
   result.kv_bytes_peak = kv.peak_bytes();
   result.kv_bytes_final = kv.bytes_in_use();
   return result;

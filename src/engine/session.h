@@ -43,8 +43,22 @@ class Session final : private PressContext {
           Press* press = nullptr, int64_t budget = INT64_MAX, int n_predict = 0, uint64_t seed = 0);
 
   // Prefills the prompt in blocks of options.batch with the press's hooks; returns the prompt's
-  // last logits (valid until the next decode).
-  const float* prefill(const std::vector<int32_t>& tokens);
+  // last logits (valid until the next decode). The first turn of a session (feed_turn).
+  const float* prefill(const std::vector<int32_t>& tokens) { return feed_turn(tokens, n_predict_); }
+  // Multi-turn: appends a turn's tokens after everything cached (the history: earlier turns and
+  // the tokens decoded since) and runs the press as a prefill whose prompt is the whole history:
+  // begin (first turn) or begin_turn (later turns), the prefill probe, after_prefill_block, then
+  // end_prefill over what each head keeps plus the new tokens (docs/conversations.md has each
+  // method's rule). `n_predict` bounds the answer that follows (the press plans for it). Throws
+  // kvslim::Error, with the session unchanged, when the turn cannot fit in the context.
+  const float* feed_turn(const std::vector<int32_t>& tokens, int n_predict);
+  // Forgets every token from history position n on: cached tokens at positions >= n are dropped
+  // from every head (tokens evicted before n stay evicted) and the press is told (Press::rewind).
+  // A template that rewrites history re-prefills from its first differing token this way.
+  void rewind(int64_t n);
+  // Throws kvslim::Error when a turn of `n` tokens cannot fit in some head after a rewind to
+  // history position `rewind_to` (n_past(): none), so callers check before changing anything.
+  void check_turn_fits(int64_t n, int64_t rewind_to) const;
   // Feeds more prompt tokens after prefill, uncompressed: the query-agnostic protocol's
   // question, appended once the context is compressed. The press sees none of them (no hooks,
   // probes or sparse selection run); its decode hooks run as usual afterwards, and decode
@@ -56,6 +70,25 @@ class Session final : private PressContext {
   void set_attention_output_hook(Forward::AttentionOutputHook hook) { forward_.set_attention_output_hook(std::move(hook)); }
 
   int64_t n_past() const override { return n_past_; }
+  // Every token run through the model, in position order (turns, extensions, decoded tokens).
+  const std::vector<int32_t>& history() const { return history_; }
+  // The logits of the last token run (prefill, extend or decode).
+  const float* last_logits() const { return last_logits_.data(); }
+  Press* press() const { return press_; }
+  // The press's state that must survive a KV file (Press::save_state / load_state), and the
+  // session's own: used by engine/kv_file only.
+  struct Snapshot {
+    std::vector<int32_t> history, prompt;
+    std::vector<float> last_logits;
+    int64_t turns = 0;
+  };
+  Snapshot snapshot() const { return {history_, prompt_, last_logits_, turns_}; }
+  // Installs a snapshot into a session whose cache was just filled by kv_file (no turn run yet).
+  void restore(Snapshot snapshot);
+  PagedKvCache& mutable_kv() { return cache_; }
+  void load_press_state(const PressState& state) {
+    if (press_) press_->load_state(*this, state);
+  }
   const PagedKvCache& kv() const { return cache_; }
   double score_ms() const { return score_ms_; }  // time spent in the press's hooks
   // Keeps the scores the press reports (kvslim inspect --scores): [layer][kv head].
@@ -107,7 +140,9 @@ class Session final : private PressContext {
   int64_t budget_;
   int n_predict_;
   uint64_t seed_;
-  std::vector<int32_t> prompt_;
+  std::vector<int32_t> prompt_;   // the press's prompt: the history as of the last turn's prefill
+  std::vector<int32_t> history_;  // every token run, in position order
+  int64_t turns_ = 0;             // turns fed so far
   std::vector<float> last_logits_;
   int64_t n_past_ = 0;
   double score_ms_ = 0;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <span>
 #include <string>
 #include <vector>
@@ -63,6 +64,13 @@ inline bool cache_exceeds_budget(PressContext& ctx) {
   return false;
 }
 
+// What a method must carry from one turn to the next beyond the cache itself (H2O's received
+// attention, LagKV's compressed regions), as named arrays, so that a KV file can hold it.
+struct PressState {
+  std::map<std::string, std::vector<float>> f32;
+  std::map<std::string, std::vector<int64_t>> i64;
+};
+
 class Press {
  public:
   virtual ~Press() = default;
@@ -91,6 +99,20 @@ class Press {
   virtual void after_extend(PressContext& ctx) {}
   // After each decode step's forward pass (the new token is cached).
   virtual void after_decode_step(PressContext& ctx) {}
+
+  // Multi-turn sessions (docs/conversations.md). Before the forward passes of a later turn's
+  // tokens: ctx.prompt() is the whole history, new tokens included; the cache holds what earlier
+  // turns kept. The default starts afresh as for a first prompt, which is each prefill-time
+  // method's rule (select again over what is kept plus the new tokens); a method whose state
+  // must carry over (H2O's accumulators, LagKV's compressed regions) overrides it.
+  virtual void begin_turn(PressContext& ctx) { begin(ctx); }
+  // The session dropped every cached token at positions >= ctx.n_past() (a rewritten history):
+  // state indexed by cache index must follow.
+  virtual void rewind(PressContext& ctx) {}
+  // The state begin_turn carries over, for KV files; load_state throws kvslim::Error when the
+  // state does not fit the restored cache (checked before anything changes).
+  virtual void save_state(PressState& state) const {}
+  virtual void load_state(PressContext& ctx, const PressState& state) {}
 };
 
 }  // namespace kvslim

@@ -10,6 +10,7 @@
 #include "press/methods.h"
 #include "press/select.h"
 #include "press/scorer_press.h"
+#include "util/error.h"
 
 namespace kvslim {
 
@@ -36,6 +37,57 @@ class ColumnSums final : public AttentionProbe {
   }
 
   std::vector<float>& of(int layer, int q_head) { return sums_[size_t(layer) * n_heads_ + q_head]; }
+  bool empty() const { return sums_.empty(); }
+
+  // Multi-turn: each query head's sums follow its KV head's cache (tokens dropped by a rewind
+  // go; the new turn's tokens start at zero as their rows arrive).
+  void fit(PressContext& ctx, int64_t reserve) {
+    const int group = ctx.config().group_size();
+    for (int layer = 0; layer < ctx.cache().n_layers(); ++layer)
+      for (int q = 0; q < n_heads_; ++q) {
+        std::vector<float>& s = of(layer, q);
+        s.resize(ctx.cache().head(layer, q / group).size(), 0.0f);
+        s.reserve(reserve);
+      }
+  }
+
+  void save(PressState& state) const {
+    std::vector<float>& flat = state.f32["h2o.sums"];
+    std::vector<int64_t>& sizes = state.i64["h2o.sizes"];
+    for (const auto& s : sums_) {
+      sizes.push_back(int64_t(s.size()));
+      flat.insert(flat.end(), s.begin(), s.end());
+    }
+  }
+
+  // Checks everything before changing anything: one array per (layer, query head), each as long
+  // as its KV head's cache.
+  void load(PressContext& ctx, const PressState& state) {
+    const auto flat = state.f32.find("h2o.sums");
+    const auto sizes = state.i64.find("h2o.sizes");
+    if (flat == state.f32.end() || sizes == state.i64.end()) fail("h2o: the KV file holds no accumulators");
+    const ModelConfig& config = ctx.config();
+    const int group = config.group_size();
+    if (sizes->second.size() != size_t(config.n_layers) * config.n_heads)
+      fail("h2o: the KV file holds {} accumulators, the model has {} query heads", sizes->second.size(),
+           size_t(config.n_layers) * config.n_heads);
+    size_t total = 0;
+    for (size_t i = 0; i < sizes->second.size(); ++i) {
+      const int layer = int(i / config.n_heads), q = int(i % config.n_heads);
+      if (sizes->second[i] != ctx.cache().head(layer, q / group).size())
+        fail("h2o: accumulator of layer {} head {} has {} entries for {} cached tokens", layer, q, sizes->second[i],
+             ctx.cache().head(layer, q / group).size());
+      total += size_t(sizes->second[i]);
+    }
+    if (total != flat->second.size()) fail("h2o: the KV file's accumulators hold {} values, not {}", flat->second.size(), total);
+    n_heads_ = config.n_heads;
+    sums_.assign(sizes->second.size(), {});
+    size_t at = 0;
+    for (size_t i = 0; i < sums_.size(); ++i) {
+      sums_[i].assign(flat->second.begin() + at, flat->second.begin() + at + sizes->second[i]);
+      at += size_t(sizes->second[i]);
+    }
+  }
 
  private:
   int n_heads_ = 0;
@@ -54,6 +106,21 @@ class H2oPress final : public ScorerPress {
     const int64_t largest_head = std::max(n, std::min(ctx.budget(), n + ctx.n_predict()));
     sums_.reset(ctx.config(), n, decode_ ? largest_head + 1 : n);
   }
+
+  // Multi-turn: the attention each kept token received in earlier turns carries over; the new
+  // turn's queries add theirs, then the usual selection runs over kept plus new tokens.
+  void begin_turn(PressContext& ctx) override {
+    if (sums_.empty()) return begin(ctx);
+    int64_t largest = 0;
+    for (int layer = 0; layer < ctx.cache().n_layers(); ++layer) largest = std::max(largest, ctx.cache().n_tokens(layer));
+    const int64_t turn = ctx.n_prompt() - ctx.n_past();
+    sums_.fit(ctx, largest + turn + ctx.n_predict() + 1);
+  }
+  void rewind(PressContext& ctx) override {
+    if (!sums_.empty()) sums_.fit(ctx, 0);
+  }
+  void save_state(PressState& state) const override { sums_.save(state); }
+  void load_state(PressContext& ctx, const PressState& state) override { sums_.load(ctx, state); }
 
   // Group mean of the received attention; the most recent tokens score +inf (always kept).
   std::vector<float> score(PressContext& ctx, int layer, int kv_head) override {

@@ -29,6 +29,26 @@ class LagKvPress final : public Press {
 
   void begin(PressContext& ctx) override { base_.assign(ctx.config().n_layers, sink_); }
 
+  // Multi-turn: recursive compression just continues (the compressed regions stay, the new
+  // turn's tokens are partitioned after them); one-shot mode ranks again over kept plus new.
+  void begin_turn(PressContext& ctx) override {
+    if (base_.empty()) begin(ctx);
+  }
+  // A rewound history can end inside a compressed region: the region ends where the cache does.
+  void rewind(PressContext& ctx) override {
+    for (size_t layer = 0; layer < base_.size(); ++layer)
+      base_[layer] = std::min(base_[layer], std::max<int64_t>(sink_, ctx.cache().head(int(layer), 0).size()));
+  }
+  void save_state(PressState& state) const override { state.i64["lagkv.base"] = base_; }
+  void load_state(PressContext& ctx, const PressState& state) override {
+    const auto it = state.i64.find("lagkv.base");
+    if (it == state.i64.end() || it->second.size() != size_t(ctx.config().n_layers))
+      fail("lagkv: the KV file holds no compressed region per layer");
+    for (int64_t b : it->second)
+      if (b < 0) fail("lagkv: the KV file holds a negative compressed region");
+    base_ = it->second;
+  }
+
   // The paper's chunk-by-chunk prefill (LagKV §4.3), with option every_block.
   void after_prefill_block(PressContext& ctx) override {
     if (!oneshot_ && every_block_) compress_recursive(ctx);

@@ -47,6 +47,12 @@ class LaqPress final : public Press, private SparseSelector {
 
     // Stage 1: SnapKV's selection per head (window plus top pooled votes), the draft cache.
     draft_.assign(size_t(cache.n_layers()) * cache.n_kv_heads(), {});
+    // The pseudo response's tokens follow each head's cache (in later turns of a session a head
+    // holds fewer tokens than the history).
+    pseudo_from_.assign(draft_.size(), 0);
+    for (int layer = 0; layer < cache.n_layers(); ++layer)
+      for (int h = 0; h < cache.n_kv_heads(); ++h)
+        pseudo_from_[size_t(layer) * cache.n_kv_heads() + h] = cache.head(layer, h).size();
     for (int layer = 0; layer < cache.n_layers(); ++layer)
       for (int h = 0; h < cache.n_kv_heads(); ++h)
         draft_[size_t(layer) * cache.n_kv_heads() + h] =
@@ -92,7 +98,7 @@ class LaqPress final : public Press, private SparseSelector {
     const HeadCache& head = cache.head(layer, h);
     const int64_t n = head.size();
     sel = draft_[size_t(layer) * cache.n_kv_heads() + h];
-    for (int64_t i = n_prompt_; i < n; ++i) sel.push_back(int32_t(i));
+    for (int64_t i = pseudo_from_[size_t(layer) * cache.n_kv_heads() + h]; i < n; ++i) sel.push_back(int32_t(i));
     probs.resize(n);
     for (int g = 0; g < group_; ++g) {
       const int q_head = h * group_ + g;
@@ -119,6 +125,7 @@ class LaqPress final : public Press, private SparseSelector {
   int group_ = 1;
   AttentionAccumulator lookahead_votes_;  // the pseudo response's queries (stage 3)
   std::vector<std::vector<int32_t>> draft_;  // [layer][kv head] SnapKV's kept indices
+  std::vector<int64_t> pseudo_from_;         // [layer][kv head] cache index of the first pseudo token
   std::vector<std::vector<float>> probs_;    // [kv head] one attention row, reused
 };
 

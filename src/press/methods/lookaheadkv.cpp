@@ -28,6 +28,11 @@ class LookaheadKvPress final : public ScorerPress {
     adapter_ = LookaheadAdapter::load(adapter_path_, ctx.config(), ctx.model_fingerprint());
   }
 
+  // Later turns of a session reuse the loaded adapter.
+  void begin_turn(PressContext& ctx) override {
+    if (!adapter_) begin(ctx);
+  }
+
   void end_prefill(PressContext& ctx) override {
     if (!cache_exceeds_budget(ctx)) return;  // budget >= prompt: no extra forward pass
     votes_.reset(ctx.config(), ctx.n_prompt(), ctx.n_past());

@@ -1,0 +1,52 @@
+// Compressed-KV files: a session's kept K/V per (layer, KV head) with original positions, its
+// token history and last logits, the method (name, options, budget) with the state it needs to
+// go on (Press::save_state), and the model fingerprint. A GGUF file (our validated reader and
+// atomic writer); the layout is in docs/conversations.md. Every K/V tensor carries its element
+// type as its GGUF tensor type, and all reading and writing of cached rows goes through
+// head_rows()/append_rows() in kv_file.cpp, so a new KV page element type changes one place.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/session.h"
+#include "model/model.h"
+
+namespace kvslim {
+
+struct KvFileMeta {
+  std::string press;
+  std::vector<std::string> press_options;
+  int64_t budget = INT64_MAX;   // INT64_MAX: none
+  int64_t turns = 0;
+  std::vector<int32_t> pending;  // a sampled token not fed yet (LiveSession)
+};
+
+// One head's kept tokens, as read from a file.
+struct KvFileHead {
+  std::vector<float> keys, values;  // [n][head_dim]
+  std::vector<int64_t> positions;   // strictly ascending, < history length
+};
+
+// A fully read and validated file, not yet applied to any session.
+struct KvFileContents {
+  KvFileMeta meta;
+  std::vector<KvFileHead> heads;  // [layer][kv head]
+  Session::Snapshot snapshot;
+  PressState press_state;
+};
+
+// Writes atomically (temporary file, then rename: an existing file is never half-overwritten).
+void write_kv_file(const std::string& path, const Session& session, const KvFileMeta& meta, const Model& model);
+
+// Reads and checks everything (format, model fingerprint and shapes, every count and position,
+// token ids in the vocabulary, each head within --ctx); throws kvslim::Error naming the file and
+// what is wrong. Nothing outside the returned value is touched.
+KvFileContents read_kv_file(const std::string& path, const Model& model, const EngineOptions& options);
+
+// Fills a session that has run no turn (made with the file's method and budget) and loads the
+// press's state; throws if the press refuses its state (the session must then be discarded).
+void apply_kv_file(const KvFileContents& contents, Session& session);
+
+}  // namespace kvslim

@@ -1,0 +1,108 @@
+// A conversation's engine side: one Session that lives across turns, with its method, budget and
+// sampler. Each turn hands it the whole conversation's tokens; it finds the common prefix with
+// what is cached, runs only the new tokens (or, when the conversation rewrote its history,
+// rewinds to the first differing token and re-prefills from there), then samples an answer.
+// Used by `kvslim chat` (through chat/conversation), `eval --protocol multi-turn` and the server.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/sampler.h"
+#include "engine/session.h"
+
+namespace kvslim {
+
+// What one turn did (`/stats` in chat, per-turn rows in the multi-turn eval).
+struct TurnStats {
+  int64_t turn_tokens = 0;   // tokens run through the model for this turn's prompt (re-prefilled included)
+  int64_t reused = 0;        // conversation tokens already cached (not run again)
+  int64_t reprefilled = 0;   // history tokens dropped because the conversation differs from them
+  int64_t history = 0;       // tokens of the history after the turn (answer included)
+  double kept_tokens = 0;    // mean tokens per (layer, KV head) after the turn's prefill
+  uint64_t kv_bytes = 0;     // KV bytes in use after the answer
+  double prefill_ms = 0, score_ms = 0, decode_ms = 0;
+  int generated = 0, decode_steps = 0;
+  std::string stop_reason;   // eos, length, context or interrupted ("" before an answer)
+
+  double prefill_tokens_per_s() const { return prefill_ms > 0 ? 1000.0 * double(turn_tokens) / prefill_ms : 0; }
+  double decode_tokens_per_s() const { return decode_ms > 0 ? 1000.0 * double(decode_steps) / decode_ms : 0; }
+};
+
+struct Answer {
+  std::vector<int32_t> tokens;  // the end-of-generation token excluded
+  std::string text;
+  std::string stop_reason;      // eos, length, context or interrupted
+  int decode_steps = 0;
+  double decode_ms = 0;
+};
+
+// Samples up to n_predict tokens from `logits` (the session's last), feeding each but the last
+// through the session; `history` (the repetition penalty's window) grows with them. Stops at an
+// end-of-generation token, a full head, or when `stop` becomes true. The loop `generate` runs.
+Answer decode_answer(Session& session, Sampler& sampler, const Tokenizer& tokenizer, const float* logits,
+                     std::vector<int32_t>& history, int n_predict,
+                     const std::function<void(const std::string&)>& on_piece = {},
+                     const std::atomic<bool>* stop = nullptr);
+
+class LiveSession {
+ public:
+  // Validates the method, its options and the budget (kvslim::Error); no work is done yet. A
+  // --ratio budget is resolved against the first turn's tokens and kept for later turns.
+  LiveSession(const Model& model, ThreadPool& pool, const EngineOptions& options, CompressionOptions compression,
+              const SamplerParams& sampling);
+  ~LiveSession();
+  LiveSession(const LiveSession&) = delete;
+  LiveSession& operator=(const LiveSession&) = delete;
+
+  // Brings the cache to `conversation` (the whole conversation so far, rendered and tokenized):
+  // the common prefix with transcript() is reused, the rest runs as one turn. Throws
+  // kvslim::Error (session unchanged) for an empty conversation, ids outside the vocabulary or a
+  // turn that cannot fit. Returns the last token's logits.
+  const float* prompt(const std::vector<int32_t>& conversation, int n_predict);
+  // Samples the answer to the last prompt(); on_piece gets each token's text as it comes.
+  Answer answer(int n_predict, const std::function<void(const std::string&)>& on_piece = {},
+                const std::atomic<bool>* stop = nullptr);
+
+  // Forgets everything (the method and budget stay).
+  void reset();
+
+  // Writes the session as a compressed-KV file (engine/kv_file.h), atomically.
+  void save(const std::string& path) const;
+  // A session restored from a KV file: its method, options and budget come from the file.
+  // Throws kvslim::Error (one line) for another model, a truncated or corrupt file.
+  static std::unique_ptr<LiveSession> load(const std::string& path, const Model& model, ThreadPool& pool,
+                                           const EngineOptions& options, const SamplerParams& sampling);
+
+  // The history plus the last sampled token that was not fed yet: what the model has seen or said.
+  std::vector<int32_t> transcript() const;
+  const std::vector<int32_t>& history() const;
+  const TurnStats& last_turn() const { return stats_; }
+  const CompressionOptions& compression() const { return compression_; }
+  int64_t turns() const { return turns_; }
+  // Null before the first turn.
+  const Session* session() const { return session_.get(); }
+
+ private:
+  void start(int64_t budget);
+
+  const Model& model_;
+  ThreadPool& pool_;
+  EngineOptions options_;
+  CompressionOptions compression_;
+  SamplerParams sampling_;
+  std::unique_ptr<Press> press_;
+  std::unique_ptr<Session> session_;  // made at the first turn (a --ratio budget needs its length)
+  std::unique_ptr<Sampler> sampler_;
+  int64_t budget_ = INT64_MAX;
+  int64_t turns_ = 0;
+  std::vector<int32_t> pending_;  // the last sampled token, not fed yet
+  bool answerable_ = false;       // a prompt() ran since the last answer
+  TurnStats stats_;
+};
+
+}  // namespace kvslim
