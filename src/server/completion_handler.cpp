@@ -2,6 +2,7 @@
 // POST /slots/{id}: the handlers that hand work to the scheduler.
 #include <httplib.h>
 
+#include <filesystem>
 #include <random>
 
 #include "model/model.h"
@@ -213,7 +214,17 @@ void HttpServer::slot_action(const Request& req, Response& res) {
   const auto filename = get_string(body, "filename", 1024);
   if (!filename) bad_field("filename", "filename is required (a file name inside --slot-save-path)");
   const auto path = slot_file_path(options_.slot_save_path, *filename);
-  throw RequestError(501, "action", fmt::format("slot {} needs compressed-KV files, not in this build yet", action));
+  json out = scheduler_->with_idle_slot(id, [&](Slot& slot) {
+    if (action == "save") {
+      if (slot.tokens().empty()) throw RequestError(400, "id", fmt::format("slot {} holds nothing to save", id));
+      return slot.save(path.string());
+    }
+    if (!std::filesystem::exists(path))
+      throw RequestError(404, "filename", fmt::format("no file '{}' in --slot-save-path", *filename));
+    return slot.restore(path.string());
+  });
+  out["filename"] = *filename;
+  send_json(res, 200, out);
 }
 
 }  // namespace kvslim::server

@@ -94,7 +94,11 @@ int HttpServer::bind() {
   return options_.port;
 }
 
-void HttpServer::stop() { http_->stop(); }
+void HttpServer::stop() {
+  // Waiting handlers return once their jobs end: end them all, then stop accepting.
+  if (ready()) scheduler_->cancel_all();
+  http_->stop();
+}
 
 void HttpServer::load() {
   try {

@@ -11,7 +11,8 @@ Scheduler::Scheduler(const Model& model, ThreadPool& pool, const SchedulerOption
   for (int i = 0; i < options.n_slots; ++i) slots_.push_back(std::make_unique<Slot>(i, model, pool, options.engine));
   busy_.assign(slots_.size(), false);
   reserved_.assign(slots_.size(), 0);
-  idle_bytes_.assign(slots_.size(), 0);
+  bytes_.assign(slots_.size(), 0);
+  jobs_.assign(slots_.size(), nullptr);
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -53,6 +54,8 @@ void Scheduler::publish_queue() {
 }
 
 int Scheduler::choose_slot(const GenerationJob& job) const {
+  // A shared prefix shorter than this is not worth a slot's cache (a BOS token, a system line).
+  constexpr size_t kWorthReusing = 16;
   const std::string key = compression_key(job.compression);
   int best = -1;
   size_t best_reuse = 0;
@@ -60,9 +63,10 @@ int Scheduler::choose_slot(const GenerationJob& job) const {
   for (int i = 0; i < int(slots_.size()); ++i) {
     if (busy_[i]) continue;
     const Slot& s = *slots_[i];
-    const size_t reuse = s.reusable(job.prompt, key);
+    size_t reuse = s.reusable(job.prompt, key);
+    if (reuse < kWorthReusing && reuse + 1 < job.prompt.size()) reuse = 0;
     const bool empty = s.tokens().empty();
-    // Most reusable tokens first, then a slot with nothing to lose, then the least recently used.
+    // The longest shared prefix first, then a slot with nothing to lose, then the least recently used.
     const bool better = best < 0 || reuse > best_reuse ||
                         (reuse == best_reuse && empty && !best_empty) ||
                         (reuse == best_reuse && empty == best_empty && s.last_used() < slots_[best]->last_used());
@@ -80,18 +84,18 @@ bool Scheduler::make_room(const GenerationJob& job, int slot) {
   auto used = [&] {
     uint64_t sum = 0;
     for (size_t i = 0; i < slots_.size(); ++i)
-      if (int(i) != slot) sum += reserved_[i] > 0 ? reserved_[i] : idle_bytes_[i];
+      if (int(i) != slot) sum += reserved_[i] > 0 ? reserved_[i] : bytes_[i];
     return sum;
   };
   if (used() + job.kv_bytes_needed <= options_.kv_mem_bytes) return true;
   // Drop idle caches, least recently used first, until the job fits.
   std::vector<int> idle;
   for (int i = 0; i < int(slots_.size()); ++i)
-    if (i != slot && !busy_[i] && idle_bytes_[i] > 0) idle.push_back(i);
+    if (i != slot && !busy_[i] && bytes_[i] > 0) idle.push_back(i);
   std::sort(idle.begin(), idle.end(), [&](int a, int b) { return slots_[a]->last_used() < slots_[b]->last_used(); });
   for (int i : idle) {
     slots_[i]->reset();
-    idle_bytes_[i] = 0;
+    bytes_[i] = 0;
     if (used() + job.kv_bytes_needed <= options_.kv_mem_bytes) return true;
   }
   return false;
@@ -112,7 +116,7 @@ void Scheduler::admit() {
     queue_.pop_front();
     busy_[slot] = true;
     reserved_[slot] = std::max<uint64_t>(1, job->kv_bytes_needed);
-    idle_bytes_[slot] = 0;
+    jobs_[slot] = job;
     slots_[slot]->start(std::move(job));
     running_.push_back(slot);
   }
@@ -139,12 +143,10 @@ void Scheduler::loop() {
     const std::shared_ptr<GenerationJob> job = slot.job();
     const bool done = slot.step();
     metrics_.evicted(slot.evicted_last_step());
-    uint64_t in_use = 0;
-    for (int r : running_) in_use += slots_[r]->kv_bytes();
+    const uint64_t bytes = slot.kv_bytes();
     std::lock_guard lock(mutex_);
-    for (size_t i = 0; i < slots_.size(); ++i)
-      if (!busy_[i]) in_use += idle_bytes_[i];
-    metrics_.kv_bytes(in_use);
+    bytes_[id] = bytes;
+    publish_bytes();
     if (done) {
       {
         std::lock_guard job_lock(job->mutex);
@@ -155,7 +157,7 @@ void Scheduler::loop() {
       running_.erase(running_.begin() + int64_t(turn));
       busy_[id] = false;
       reserved_[id] = 0;
-      idle_bytes_[id] = slot.kv_bytes();
+      jobs_[id] = nullptr;
       publish_queue();
     } else {
       ++turn;
@@ -169,6 +171,20 @@ void Scheduler::loop() {
   }
   for (auto& job : queue_) job->finish(JobResult{}, std::string("the server is shutting down"));
   queue_.clear();
+}
+
+void Scheduler::publish_bytes() {
+  uint64_t total = 0;
+  for (uint64_t b : bytes_) total += b;
+  metrics_.kv_bytes(total);
+}
+
+void Scheduler::cancel_all() {
+  std::lock_guard lock(mutex_);
+  for (auto& job : queue_) job->cancelled = true;
+  for (auto& job : jobs_)
+    if (job) job->cancelled = true;
+  wake_.notify_all();
 }
 
 nlohmann::json Scheduler::slots_json() const {
@@ -191,7 +207,8 @@ nlohmann::json Scheduler::with_idle_slot(int id, const std::function<nlohmann::j
     {
       std::lock_guard lock(mutex_);
       busy_[id] = false;
-      idle_bytes_[id] = slots_[id]->kv_bytes();
+      bytes_[id] = slots_[id]->kv_bytes();
+      publish_bytes();
     }
     wake_.notify_all();
   };

@@ -43,6 +43,8 @@ class Scheduler {
   uint64_t kv_bytes_needed(size_t prompt_tokens, int n_predict) const;
 
   nlohmann::json slots_json() const;
+  // Cancels every queued and running job (shutdown: handlers waiting on them return at once).
+  void cancel_all();
   int n_slots() const { return int(slots_.size()); }
   // Runs `action` on slot `id` while no job can use it. Throws RequestError 404 for an unknown
   // slot and 409 when the slot is busy.
@@ -54,6 +56,7 @@ class Scheduler {
   int choose_slot(const GenerationJob& job) const;  // under mutex_; -1 when none is free
   bool make_room(const GenerationJob& job, int slot);  // under mutex_
   void publish_queue();  // under mutex_
+  void publish_bytes();  // under mutex_
 
   const Model& model_;
   ThreadPool& pool_;
@@ -66,7 +69,8 @@ class Scheduler {
   std::deque<std::shared_ptr<GenerationJob>> queue_;
   std::vector<bool> busy_;           // a job runs, or an action holds the slot
   std::vector<uint64_t> reserved_;   // admission estimate of the running job (0 when idle)
-  std::vector<uint64_t> idle_bytes_; // KV bytes an idle slot's cache holds
+  std::vector<uint64_t> bytes_;      // KV bytes each slot held after its last step or action
+  std::vector<std::shared_ptr<GenerationJob>> jobs_;  // the job each slot runs (null when idle)
   std::vector<int> running_;         // slots the loop steps (owned by the loop thread)
   bool stopping_ = false;
   std::thread thread_;

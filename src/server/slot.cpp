@@ -6,6 +6,7 @@
 #include <cmath>
 #include <numeric>
 
+#include "engine/kv_file.h"
 #include "kv/page_pool.h"
 #include "press/registry.h"
 #include "server/text_stream.h"
@@ -56,24 +57,23 @@ uint64_t kv_bytes_for(const ModelConfig& config, const EngineOptions& engine, in
 Slot::Slot(int id, const Model& model, ThreadPool& pool, const EngineOptions& engine)
     : id_(id), model_(model), pool_(pool), engine_(engine) {}
 
-size_t Slot::common_prefix(const std::vector<int32_t>& prompt) const {
-  const size_t n = std::min(prompt.size(), tokens_.size());
-  size_t i = 0;
-  while (i < n && prompt[i] == tokens_[i]) ++i;
-  return i;
+const std::vector<int32_t>& Slot::tokens() const {
+  static const std::vector<int32_t> none;
+  return session_ ? session_->history() : none;
 }
 
 size_t Slot::reusable(const std::vector<int32_t>& prompt, const std::string& key) const {
-  // Today's session can only append to what it holds: the prompt must extend the slot's tokens
-  // by at least one token (the new tokens' logits are needed to sample).
-  if (!session_ || key != key_ || prompt.size() <= tokens_.size()) return 0;
-  return common_prefix(prompt) == tokens_.size() ? tokens_.size() : 0;
+  if (!session_ || key != key_) return 0;
+  const std::vector<int32_t>& held = session_->history();
+  const size_t n = std::min(prompt.size(), held.size());
+  size_t common = 0;
+  while (common < n && prompt[common] == held[common]) ++common;
+  return common == prompt.size() ? common - 1 : common;
 }
 
 void Slot::reset() {
   session_.reset();
   press_.reset();
-  tokens_.clear();
   key_.clear();
 }
 
@@ -98,25 +98,30 @@ void Slot::begin() {
   const std::string key = compression_key(job.compression);
   const size_t reuse = reusable(job.prompt, key);
   const auto start = Clock::now();
-  const int64_t before = cached_total();
+  const std::vector<int32_t> turn(job.prompt.begin() + int64_t(reuse), job.prompt.end());
+  int64_t before = 0;
   if (reuse > 0) {
-    const std::vector<int32_t> tail(job.prompt.begin() + int64_t(reuse), job.prompt.end());
-    logits_ = session_->extend(tail);
+    // A later turn of the same conversation: keep the common prefix (rewinding whatever the new
+    // prompt no longer has) and run the rest as one turn, with the method's multi-turn rule.
+    session_->check_turn_fits(int64_t(turn.size()), int64_t(reuse));
+    if (reuse < session_->history().size()) session_->rewind(int64_t(reuse));
+    before = cached_total();
+    logits_ = session_->feed_turn(turn, job.n_predict);
   } else {
     reset();
     const CompressionOptions& c = job.compression;
     press_ = make_press(c.press, c.press_options);
     if (c.budget) press_->check_budget(*c.budget);
     const int64_t budget = c.resolve_budget(int64_t(job.prompt.size()));
-    session_ = std::make_unique<Session>(model_, pool_, engine_, engine_.context, press_.get(), budget, job.n_predict,
+    session_ = std::make_unique<Session>(model_, pool_, engine_, engine_.context, press_.get(), budget, 0,
                                          job.sampling.seed);
     key_ = key;
-    logits_ = session_->prefill(job.prompt);
+    press_options_ = c.press_options;
+    logits_ = session_->feed_turn(turn, job.n_predict);
   }
-  tokens_ = job.prompt;
   const PagedKvCache& kv = session_->kv();
   const int64_t heads = int64_t(kv.n_layers()) * kv.n_kv_heads();
-  evicted_last_step_ = before + int64_t(job.prompt.size() - reuse) * heads - kv.total_tokens();
+  evicted_last_step_ = before + int64_t(turn.size()) * heads - kv.total_tokens();
   result_.prefill_ms = ms_since(start);
   result_.score_ms = session_->score_ms();
   result_.n_prompt = int(job.prompt.size());
@@ -182,7 +187,7 @@ bool Slot::generate_one() {
     finish("length");
     return true;
   }
-  const int32_t token = sampler_->sample(logits_, tokens_);
+  const int32_t token = sampler_->sample(logits_, session_->history());
   if (tokenizer.is_end_of_generation(token)) {
     finish("stop");
     return true;
@@ -212,7 +217,6 @@ bool Slot::generate_one() {
   }
   const int64_t before = kv.total_tokens();
   logits_ = session_->decode(token);
-  tokens_.push_back(token);
   evicted_last_step_ = before + int64_t(kv.n_layers()) * kv.n_kv_heads() - kv.total_tokens();
   return false;
 }
@@ -244,7 +248,7 @@ bool Slot::step() {
 nlohmann::json Slot::info(bool busy) const {
   nlohmann::json out = {{"id", id_}, {"n_ctx", engine_.context}, {"is_processing", busy}};
   if (busy) return out;  // the scheduler thread owns a busy slot's session
-  out["n_tokens"] = tokens_.size();
+  out["n_tokens"] = tokens().size();
   out["kv_bytes"] = kv_bytes();
   if (session_) {
     const PagedKvCache& kv = session_->kv();
@@ -253,6 +257,43 @@ nlohmann::json Slot::info(bool busy) const {
     out["kept_tokens"] = double(kv.total_tokens()) / (kv.n_layers() * kv.n_kv_heads());
   }
   return out;
+}
+
+nlohmann::json Slot::save(const std::string& path) const {
+  if (!session_) fail("slot {} holds nothing to save", id_);
+  const auto start = Clock::now();
+  const Session::Snapshot snapshot = session_->snapshot();
+  const std::string press = key_.substr(0, key_.find('|'));
+  KvFileMeta meta{press, press_options_, session_->budget(), snapshot.turns, {}};
+  write_kv_file(path, *session_, meta, model_);
+  return {{"id_slot", id_},
+          {"n_saved", snapshot.history.size()},
+          {"kv_bytes", kv_bytes()},
+          {"timings", {{"save_ms", ms_since(start)}}}};
+}
+
+nlohmann::json Slot::restore(const std::string& path) {
+  const auto start = Clock::now();
+  const KvFileContents contents = read_kv_file(path, model_, engine_);
+  CompressionOptions c;
+  c.press = contents.meta.press;
+  c.press_options = contents.meta.press_options;
+  if (contents.meta.budget != INT64_MAX) c.budget = contents.meta.budget;
+  auto press = make_press(c.press, c.press_options);
+  auto session = std::make_unique<Session>(model_, pool_, engine_, engine_.context, press.get(),
+                                           contents.meta.budget, 0, 0);
+  apply_kv_file(contents, *session);
+  // Everything read and applied: only now does the slot change.
+  session_ = std::move(session);
+  press_ = std::move(press);
+  press_options_ = c.press_options;
+  key_ = compression_key(c);
+  last_used_ = Clock::now();
+  return {{"id_slot", id_},
+          {"n_restored", session_->history().size()},
+          {"press", c.press},
+          {"kv_bytes", kv_bytes()},
+          {"timings", {{"restore_ms", ms_since(start)}}}};
 }
 
 }  // namespace kvslim::server

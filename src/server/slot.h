@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "engine/session.h"
+#include "model/model.h"
 #include "server/job.h"
 #include "server/text_stream.h"
 
@@ -31,12 +32,18 @@ class Slot {
 
   int id() const { return id_; }
   bool has_job() const { return job_ != nullptr; }
-  const std::vector<int32_t>& tokens() const { return tokens_; }  // the tokens whose KV is held
+  // The tokens the slot's session has run (its history, in position order).
+  const std::vector<int32_t>& tokens() const;
   const std::string& key() const { return key_; }
   std::chrono::steady_clock::time_point last_used() const { return last_used_; }
-  // Tokens of `prompt` this slot can keep for a request compressing as `key`.
+  // History tokens a request compressing as `key` keeps: the common prefix with `prompt` (at
+  // least one prompt token must run to give logits); 0 when the slot must start afresh.
   size_t reusable(const std::vector<int32_t>& prompt, const std::string& key) const;
-  size_t common_prefix(const std::vector<int32_t>& prompt) const;
+
+  // Compressed-KV files (engine/kv_file.h) of an idle slot; restore replaces the slot's session
+  // only once the whole file has been read and applied. Both return a JSON summary.
+  nlohmann::json save(const std::string& path) const;
+  nlohmann::json restore(const std::string& path);
 
   void start(std::shared_ptr<GenerationJob> job);
   // One unit of work; returns true when the job has finished (its channel is closed).
@@ -65,8 +72,8 @@ class Slot {
 
   std::unique_ptr<Press> press_;
   std::unique_ptr<Session> session_;
-  std::vector<int32_t> tokens_;
   std::string key_;
+  std::vector<std::string> press_options_;  // of the session's method (saved in KV files)
   std::chrono::steady_clock::time_point last_used_{};
 
   std::shared_ptr<GenerationJob> job_;
