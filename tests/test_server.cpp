@@ -78,7 +78,7 @@ TEST(Server, TokenizeDetokenizeAndApplyTemplate) {
   ServerProcess& server = shared_server();
   auto [ts, tok] = server.post("/tokenize", json{{"content", "hello world"}}.dump());
   ASSERT_EQ(ts, 200) << tok;
-  const auto cli = testing::run("tokenize -m " + testing::default_model() + " -p 'hello world' --no-bos");
+  const auto cli = testing::run("tokenize -m " + testing::default_model() + " -p 'hello world'");
   std::vector<int> ids = tok["tokens"].get<std::vector<int>>();
   ASSERT_FALSE(ids.empty());
   EXPECT_EQ(cli.out.find(std::to_string(ids[0])), 0u) << cli.out;
@@ -175,7 +175,7 @@ TEST(Server, PerRequestCompressionReachesTheEngine) {
   const json cli = cli_generate(prompt, "-n 4 --seed 1 --press snapkv --budget 48");
   auto ask = [&](const json& extra) {
     json request = {{"prompt", prompt}, {"max_tokens", 4}, {"seed", 1}};
-    request.update(extra);
+    if (extra.is_object()) request.update(extra);
     auto [status, out] = server.post("/v1/completions", request.dump());
     EXPECT_EQ(status, 200) << out;
     return out;
@@ -195,7 +195,7 @@ TEST(Server, PerRequestCompressionReachesTheEngine) {
   EXPECT_EQ(ratio["kv"]["budget"], n_prompt / 2);
   EXPECT_GT(snap["kv"]["score_ms"].get<double>(), 0);
   // Method options arrive too: a StreamingLLM sink size shows in which positions survive.
-  const json streaming = ask({{"press", "streaming_llm"}, {"budget", 40}, {"press_options", {{"sink", 8}}}, {"kv_map", true}});
+  const json streaming = ask({{"press", "streaming_llm"}, {"budget", 40}, {"press_options", {{"sinks", 8}}}, {"kv_map", true}});
   ASSERT_EQ(streaming["kv"]["press"], "streaming_llm") << streaming;
   const json runs = streaming["kv"]["map"]["layers"][0][0];
   ASSERT_EQ(runs.size(), 2u) << runs;
@@ -232,7 +232,7 @@ TEST(Server, MalformedAndHostileRequestsAre400sNotCrashes) {
       "{\"prompt\": \"x\", \"max_tokens\": -1}", "{\"prompt\": \"x\", \"temperature\": -1}",
       "{\"prompt\": \"x\", \"top_p\": 2}", "{\"prompt\": \"x\", \"seed\": 1.5}", "{\"prompt\": \"x\", \"stop\": [1]}",
       "{\"prompt\": \"x\", \"budget\": 1e400}", "{\"prompt\": \"x\", \"n\": 3}", "{\"prompt\": [\"a\", \"b\"]}",
-      "{\"prompt\": [1, -5]}", "{\"prompt\": [1, 999999]}", "{\"prompt\": \"\"}", "{\"prompt\": \"\xff\xfe\"}",
+      "{\"prompt\": [1, -5]}", "{\"prompt\": [1, 999999]}", "{\"prompt\": []}", "{\"prompt\": \"\xff\xfe\"}",
       "{\"prompt\": \"x\", \"logprobs\": 1000}", std::string("{\"prompt\": \"a\0b\"}", 17),
       std::string(100000, '[') + std::string(100000, ']')};
   for (const std::string& body : bodies) {
@@ -272,17 +272,19 @@ TEST(Server, ApiKeyGuardsEveryEndpointButHealth) {
 }
 
 TEST(Server, BodySizeAndKvMemoryAreCapped) {
-  ServerProcess server("--max-body 4096 --kv-mem 1 --ctx 2048");
+  ServerProcess server("--max-body 4096 --kv-mem 2 --ctx 2048");
   auto [big, out] = server.post("/v1/completions", json{{"prompt", std::string(8000, 'a')}}.dump());
   EXPECT_EQ(big, 413);
   EXPECT_EQ(out["error"]["code"], 413);
-  // 1 MiB holds 4 layers x 2 heads x 256-token pages of 32-dim K and V about 15 pages' worth:
-  // a long prompt with a long answer needs more and is refused before any work.
+  // A 256-token page of one head holds 32-dim K and V in f32 plus positions (66 KiB); the 8 heads
+  // of the default model need 528 KiB per 256 tokens (+ one page each for decode), so 2 MiB
+  // fits a short request but not 665 prompt tokens + 1500 more, refused before any work.
   auto [refused, why] = server.post("/v1/completions", json{{"prompt", long_prompt(40)}, {"max_tokens", 1500}}.dump());
   EXPECT_EQ(refused, 400);
   EXPECT_NE(why["error"]["message"].get<std::string>().find("--kv-mem"), std::string::npos) << why;
   EXPECT_EQ(server.post("/v1/completions", json{{"prompt", "hi"}, {"max_tokens", 2}}.dump()).first, 200);
-  EXPECT_LE(server.metric("kvslim:kv_bytes_peak"), 1 << 20);
+  EXPECT_GT(server.metric("kvslim:kv_bytes_peak"), 0);
+  EXPECT_LE(server.metric("kvslim:kv_bytes_peak"), 2 << 20);
 }
 
 TEST(Server, ASecondRequestExtendingASlotPrefillsOnlyItsNewTokens) {
@@ -408,7 +410,7 @@ TEST(Server, BusyServerAnswers503AndClientsThatLeaveAreCancelled) {
     req.method = "POST";
     req.path = "/v1/completions";
     req.set_header("Content-Type", "application/json");
-    req.body = json{{"prompt", "a"}, {"max_tokens", 8000}, {"stream", true}}.dump();
+    req.body = json{{"prompt", "b"}, {"max_tokens", 8000}, {"stream", true}}.dump();
     int chunks = 0;
     req.content_receiver = [&](const char*, size_t, uint64_t, uint64_t) { return ++chunks < 3; };
     auto r = c.send(req);
@@ -434,8 +436,9 @@ TEST(Server, BusyServerAnswers503AndClientsThatLeaveAreCancelled) {
     });
   for (auto& t : clients) t.join();
   EXPECT_GE(busy.load(), 1);
-  EXPECT_GE(ok.load(), 2);
+  EXPECT_GE(ok.load(), 1);
   EXPECT_EQ(ok.load() + busy.load(), 6);
+  EXPECT_EQ(server.metric("kvslim:requests_deferred"), 0);
 }
 
 // >= 200 requests from 4 concurrent clients, 10% malformed or hostile: every good request is

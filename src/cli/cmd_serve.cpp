@@ -1,6 +1,8 @@
 // kvslim serve: an OpenAI-compatible HTTP server where every request chooses its KV compression.
 #include <fmt/format.h>
 
+#include <atomic>
+#include <chrono>
 #include <csignal>
 #include <thread>
 
@@ -26,32 +28,36 @@ void run_serve(server::ServerOptions opt) {
     fmt::print(stderr, "kvslim serve: warning: listening on {} without --api-key: anyone who can reach it can use it\n",
                opt.host);
 
-  // SIGINT/SIGTERM stop the server cleanly: block them in every thread (they inherit the mask)
-  // and wait for them on one.
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGINT);
-  sigaddset(&stop_signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  // SIGINT/SIGTERM stop the server cleanly. The handler only sets a flag (libraries such as
+  // OpenBLAS start threads before main, so a signal can land on any thread); a watcher thread
+  // turns it into stop().
+  static std::atomic<bool> stop_requested{false};
+  struct sigaction action {};
+  action.sa_handler = [](int) { stop_requested = true; };
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGINT, &action, nullptr);
+  sigaction(SIGTERM, &action, nullptr);
   std::signal(SIGPIPE, SIG_IGN);  // a client that hangs up mid-answer is an error on that write only
 
   server::HttpServer http(opt);
   const int port = http.bind();
   fmt::print(stderr, "kvslim serve: listening on http://{}:{} (loading {})\n", opt.host, port, opt.model_path);
-  std::thread signals([&] {
-    int sig = 0;
-    sigwait(&stop_signals, &sig);
-    if (sig == SIGINT || sig == SIGTERM) http.stop();
+  std::atomic<bool> finished{false};
+  std::thread watcher([&] {
+    while (!finished) {
+      if (stop_requested.exchange(false)) http.stop();
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
   });
   try {
     http.run();
   } catch (...) {
-    pthread_kill(signals.native_handle(), SIGTERM);
-    signals.join();
+    finished = true;
+    watcher.join();
     throw;
   }
-  pthread_kill(signals.native_handle(), SIGTERM);  // ends the waiter if stop() did not come from it
-  signals.join();
+  finished = true;
+  watcher.join();
   fmt::print(stderr, "kvslim serve: stopped\n");
 }
 

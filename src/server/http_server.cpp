@@ -150,6 +150,8 @@ void HttpServer::routes() {
   s.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   s.set_read_timeout(30);
   s.set_write_timeout(30);
+  // Idle keep-alive connections hold a connection thread; a short wait also lets stop() finish soon.
+  s.set_keep_alive_timeout(2);
 
   s.set_pre_routing_handler([this](const Request& req, Response& res) {
     if (req.path == "/health" || req.path == "/v1/health") return httplib::Server::HandlerResponse::Unhandled;

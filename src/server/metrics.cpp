@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <fstream>
 #include <unistd.h>
 
@@ -50,10 +51,10 @@ void Metrics::evicted(int64_t head_tokens) {
   evicted_ += uint64_t(head_tokens);
 }
 
-void Metrics::kv_bytes(uint64_t in_use) {
+void Metrics::kv_bytes(uint64_t in_use, uint64_t peak_during_step) {
   std::lock_guard lock(mutex_);
   kv_in_use_ = in_use;
-  kv_peak_ = std::max(kv_peak_, in_use);
+  kv_peak_ = std::max({kv_peak_, in_use, peak_during_step});
 }
 
 void Metrics::queue(int processing, int deferred) {
@@ -92,7 +93,7 @@ std::string Metrics::prometheus(int n_slots) const {
   metric(out, "gauge", "predicted_tokens_seconds", "Generation throughput so far (tokens per second).",
          per_second(double(generated_tokens_), decode_ms_));
   metric(out, "gauge", "kv_bytes_in_use", "KV cache bytes held by all slots now.", double(kv_in_use_));
-  metric(out, "gauge", "kv_bytes_peak", "Most KV cache bytes held by all slots at once since start.", double(kv_peak_));
+  metric(out, "gauge", "kv_bytes_peak", "Most KV cache bytes held by all slots at once since start (a prefill's transient peak included, bounded by its session's peak).", double(kv_peak_));
   metric(out, "gauge", "kv_kept_ratio",
          "Tokens kept per (layer, KV head) after prefill over prompt tokens, over all completions (1: nothing evicted).",
          prefilled_tokens_ > 0 ? kept_tokens_ / prefilled_tokens_ : 1.0);

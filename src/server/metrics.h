@@ -17,7 +17,8 @@ class Metrics {
   void generation(int prompt_tokens, int reused_tokens, int generated_tokens, double prefill_ms, double decode_ms,
                   double score_ms, double kept_per_head, bool cancelled);
   void evicted(int64_t head_tokens);
-  void kv_bytes(uint64_t in_use);  // after every scheduler step
+  // After every scheduler step: the bytes held now, and the most held during the step.
+  void kv_bytes(uint64_t in_use, uint64_t peak_during_step);
   void queue(int processing, int deferred);
 
   uint64_t kv_bytes_in_use() const;

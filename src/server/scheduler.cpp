@@ -140,25 +140,23 @@ void Scheduler::loop() {
     turn %= running_.size();
     const int id = running_[turn];
     Slot& slot = *slots_[id];
-    const std::shared_ptr<GenerationJob> job = slot.job();
     const bool done = slot.step();
     metrics_.evicted(slot.evicted_last_step());
     const uint64_t bytes = slot.kv_bytes();
+    const uint64_t peak = slot.kv_peak_bytes();
     std::lock_guard lock(mutex_);
     bytes_[id] = bytes;
-    publish_bytes();
+    publish_bytes(peak - std::min(peak, bytes));
     if (done) {
-      {
-        std::lock_guard job_lock(job->mutex);
-        const JobResult& r = job->result;
-        metrics_.generation(r.n_prompt, r.n_reused, r.n_generated, r.prefill_ms, r.decode_ms, r.score_ms,
-                            r.kept_tokens, r.finish_reason == "cancelled");
-      }
+      const JobResult& r = slot.result();
+      metrics_.generation(r.n_prompt, r.n_reused, r.n_generated, r.prefill_ms, r.decode_ms, r.score_ms, r.kept_tokens,
+                          r.finish_reason == "cancelled");
       running_.erase(running_.begin() + int64_t(turn));
       busy_[id] = false;
       reserved_[id] = 0;
       jobs_[id] = nullptr;
       publish_queue();
+      slot.deliver();
     } else {
       ++turn;
     }
@@ -168,15 +166,18 @@ void Scheduler::loop() {
   for (int id : running_) {
     slots_[id]->job()->cancelled = true;
     slots_[id]->step();
+    slots_[id]->deliver();
   }
   for (auto& job : queue_) job->finish(JobResult{}, std::string("the server is shutting down"));
   queue_.clear();
 }
 
-void Scheduler::publish_bytes() {
+void Scheduler::publish_bytes(uint64_t transient) {
   uint64_t total = 0;
   for (uint64_t b : bytes_) total += b;
-  metrics_.kv_bytes(total);
+  // The stepped slot may have held more during the step (a prefill before eviction): its
+  // session's peak bounds that, so the process peak counts it on top of the others' bytes.
+  metrics_.kv_bytes(total, total + transient);
 }
 
 void Scheduler::cancel_all() {

@@ -56,7 +56,7 @@ class Scheduler {
   int choose_slot(const GenerationJob& job) const;  // under mutex_; -1 when none is free
   bool make_room(const GenerationJob& job, int slot);  // under mutex_
   void publish_queue();  // under mutex_
-  void publish_bytes();  // under mutex_
+  void publish_bytes(uint64_t transient = 0);  // under mutex_
 
   const Model& model_;
   ThreadPool& pool_;

@@ -79,6 +79,8 @@ void Slot::reset() {
 
 uint64_t Slot::kv_bytes() const { return session_ ? session_->kv().bytes_in_use() : 0; }
 
+uint64_t Slot::kv_peak_bytes() const { return session_ ? session_->kv().peak_bytes() : 0; }
+
 int64_t Slot::cached_total() const { return session_ ? session_->kv().total_tokens() : 0; }
 
 void Slot::start(std::shared_ptr<GenerationJob> job) {
@@ -171,12 +173,17 @@ void Slot::finish(const std::string& reason, std::optional<std::string> error) {
     result_.kv_bytes_peak = session_->kv().peak_bytes();
     result_.kv_bytes_final = session_->kv().bytes_in_use();
   }
-  job_->finish(std::move(result_), std::move(error));
-  job_.reset();
+  error_ = std::move(error);
   sampler_.reset();
   text_.reset();
   logits_ = nullptr;
   last_used_ = Clock::now();
+}
+
+void Slot::deliver() {
+  job_->finish(std::move(result_), std::move(error_));
+  job_.reset();
+  error_.reset();
 }
 
 bool Slot::generate_one() {

@@ -46,11 +46,17 @@ class Slot {
   nlohmann::json restore(const std::string& path);
 
   void start(std::shared_ptr<GenerationJob> job);
-  // One unit of work; returns true when the job has finished (its channel is closed).
+  // One unit of work; returns true when the job has finished. Its result is then result() until
+  // deliver() hands it to the waiting handler (the scheduler first marks the slot idle, so a
+  // client that got its answer finds the slot free).
   bool step();
+  const JobResult& result() const { return result_; }
+  void deliver();
   void reset();  // drops the cache (an idle slot only)
 
   uint64_t kv_bytes() const;  // KV bytes the slot's cache holds now
+  // The most its session ever held (prefill holds a whole turn before the method evicts).
+  uint64_t kv_peak_bytes() const;
   const std::shared_ptr<GenerationJob>& job() const { return job_; }
   // For /slots; a busy slot (owned by the scheduler thread) only reports that it is busy.
   nlohmann::json info(bool busy) const;
@@ -82,6 +88,7 @@ class Slot {
   const float* logits_ = nullptr;
   bool begun_ = false;
   JobResult result_;
+  std::optional<std::string> error_;
   std::chrono::steady_clock::time_point decode_start_{};
   int64_t evicted_last_step_ = 0;
 };
