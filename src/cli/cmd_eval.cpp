@@ -42,6 +42,8 @@ void run_eval(const EvalOptions& opt) {
   eval::expand_runs(sweep.methods, sweep.budgets);
   const eval::MetricSet metrics = eval::parse_metrics(opt.metrics);
   sweep.runner.protocol = eval::protocol_from_name(opt.protocol);
+  if (sweep.runner.protocol == eval::Protocol::MultiTurn && (metrics.recall || metrics.attn_error || metrics.kl))
+    fail("--protocol multi-turn scores answers only: drop --metrics recall/attn_error/kl");
   sweep.shard = eval::parse_shard(opt.shard);
   sweep.out_dir = opt.out;
   sweep.runner.engine.batch = opt.batch;
@@ -94,7 +96,7 @@ void add_eval_command(CLI::App& app) {
   cmd->add_option("--seed", opt->grid.seed, "sample i uses seed S+i")->capture_default_str();
   cmd->add_option("--depths", opt->grid.depths, "needle depths in [0, 1]: single-needle tasks run once per depth (NIAH grid)")
       ->delimiter(',');
-  cmd->add_option("--protocol", opt->protocol, "query-aware or query-agnostic")->capture_default_str();
+  cmd->add_option("--protocol", opt->protocol, "query-aware, query-agnostic or multi-turn (niah_multiquery: one question per turn)")->capture_default_str();
   cmd->add_option("--metrics", opt->metrics, "score, recall, attn_error, kl (score always runs)")
       ->delimiter(',')
       ->capture_default_str();

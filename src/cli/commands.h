@@ -21,6 +21,7 @@ void add_train_model_command(CLI::App& app);
 void add_init_adapter_command(CLI::App& app);
 void add_train_lookahead_command(CLI::App& app);
 void add_apply_template_command(CLI::App& app);
+void add_chat_command(CLI::App& app);
 void add_serve_command(CLI::App& app);
 
 }  // namespace kvslim::cli

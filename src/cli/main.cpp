@@ -26,6 +26,7 @@ int main(int argc, char** argv) {
   kvslim::cli::add_init_adapter_command(app);
   kvslim::cli::add_train_lookahead_command(app);
   kvslim::cli::add_apply_template_command(app);
+  kvslim::cli::add_chat_command(app);
   kvslim::cli::add_serve_command(app);
   try {
     app.parse(argc, argv);

@@ -17,6 +17,16 @@ inline void add_compression_options(CLI::App& command, CompressionOptions& optio
   command.add_option("--press-opt", options.press_options, "method option key=value (repeatable)");
 }
 
+inline void add_sampling_options(CLI::App& command, SamplerParams& sampling) {
+  command.add_option("--temp", sampling.temperature, "temperature (0: greedy)")->capture_default_str();
+  command.add_option("--top-k", sampling.top_k, "top-k (0: off)")->capture_default_str();
+  command.add_option("--top-p", sampling.top_p, "top-p (1: off)")->capture_default_str();
+  command.add_option("--min-p", sampling.min_p, "min-p (0: off)")->capture_default_str();
+  command.add_option("--repeat-penalty", sampling.repeat_penalty, "repetition penalty (1: off)")->capture_default_str();
+  command.add_option("--repeat-last-n", sampling.repeat_last_n, "tokens the penalty looks back")->capture_default_str();
+  command.add_option("--seed", sampling.seed, "sampling seed")->capture_default_str();
+}
+
 inline void add_engine_options(CLI::App& command, EngineOptions& options, int& threads) {
   command.add_option("--ctx", options.context, "context size in tokens (prompt + generated)")->capture_default_str();
   command.add_option("--batch", options.batch, "prefill chunk size in tokens")->capture_default_str();

@@ -104,6 +104,7 @@ KvFileContents read_contents(const gguf::File& file, const Model& model, const E
     c.meta.pending.push_back(int32_t(id));
   }
 
+  c.meta.attachment = file.get_string_opt("kvslim.kv.attachment").value_or("");
   const gguf::TensorInfo* history = file.find_tensor("history");
   if (!history) fail("tensor history is missing");
   c.snapshot.history = read_array<int32_t>(file, "history", kTypeI32, history->n_elements);
@@ -173,6 +174,7 @@ void write_kv_file(const std::string& path, const Session& session, const KvFile
   w.set("kvslim.kv.budget", gguf::Value::of_u64(meta.budget == INT64_MAX ? 0 : uint64_t(meta.budget)));
   w.set("kvslim.kv.turns", gguf::Value::of_u64(uint64_t(meta.turns)));
   w.set("kvslim.kv.pending", gguf::Value::of_i32_array(meta.pending));
+  if (!meta.attachment.empty()) w.set("kvslim.kv.attachment", gguf::Value::of_string(meta.attachment));
   w.set("kvslim.kv.prompt_tokens", gguf::Value::of_u64(snap.prompt.size()));
   add("history", kTypeI32, {snap.history.size()}, bytes_of(snap.history));
   add("last_logits", uint32_t(gguf::TensorType::F32), {snap.last_logits.size()}, bytes_of(snap.last_logits));

@@ -21,6 +21,7 @@ struct KvFileMeta {
   int64_t budget = INT64_MAX;   // INT64_MAX: none
   int64_t turns = 0;
   std::vector<int32_t> pending;  // a sampled token not fed yet (LiveSession)
+  std::string attachment;        // a layer above's text (chat: its messages as JSON); "" if none
 };
 
 // One head's kept tokens, as read from a file.

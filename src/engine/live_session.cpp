@@ -156,7 +156,7 @@ void LiveSession::reset() {
 
 void LiveSession::save(const std::string& path) const {
   if (!session_) fail("nothing to save: the session has no turn yet");
-  KvFileMeta meta{compression_.press, compression_.press_options, budget_, turns_, pending_};
+  KvFileMeta meta{compression_.press, compression_.press_options, budget_, turns_, pending_, attachment_};
   write_kv_file(path, *session_, meta, model_);
 }
 
@@ -172,6 +172,7 @@ std::unique_ptr<LiveSession> LiveSession::load(const std::string& path, const Mo
   apply_kv_file(contents, *live->session_);
   live->turns_ = contents.meta.turns;
   live->pending_ = contents.meta.pending;
+  live->attachment_ = contents.meta.attachment;
   return live;
 }
 

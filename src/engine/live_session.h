@@ -71,8 +71,12 @@ class LiveSession {
   // Forgets everything (the method and budget stay).
   void reset();
 
-  // Writes the session as a compressed-KV file (engine/kv_file.h), atomically.
+  // Writes the session as a compressed-KV file (engine/kv_file.h), atomically, with
+  // attachment() (the chat layer's messages) stored alongside.
   void save(const std::string& path) const;
+  // Free text a layer above keeps in the KV file (chat: the messages as JSON); "" by default.
+  const std::string& attachment() const { return attachment_; }
+  void set_attachment(std::string text) { attachment_ = std::move(text); }
   // A session restored from a KV file: its method, options and budget come from the file.
   // Throws kvslim::Error (one line) for another model, a truncated or corrupt file.
   static std::unique_ptr<LiveSession> load(const std::string& path, const Model& model, ThreadPool& pool,
@@ -102,6 +106,7 @@ class LiveSession {
   int64_t turns_ = 0;
   std::vector<int32_t> pending_;  // the last sampled token, not fed yet
   bool answerable_ = false;       // a prompt() ran since the last answer
+  std::string attachment_;
   TurnStats stats_;
 };
 

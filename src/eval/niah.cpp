@@ -121,7 +121,21 @@ TaskSample make_niah(const NiahSpec& spec, const SampleRequest& request) {
     return Haystack([kinds, distinct](Rng& r, size_t) mutable { return needle(kinds, distinct.key(r), distinct.value(r)); },
                     haystack_seed, "\n");
   }();
-  return build_needle_sample(request.info.name, request.target_tokens, layout, haystack, request.tokenizer);
+  TaskSample sample = build_needle_sample(request.info.name, request.target_tokens, layout, haystack, request.tokenizer);
+  // The multi-turn form: one key per turn, RULER's singular template.
+  if (asked.size() > 1)
+    for (const size_t k : asked) {
+      TaskTurn turn;
+      const std::string one = values[k].size() == 1 ? kind : kinds;
+      turn.question = fmt::format("\nWhat {} the special magic {} for {} mentioned in the provided text?",
+                                  values[k].size() == 1 ? "is" : "are all", one, keys[k]);
+      turn.answer_prefix = fmt::format(" The special magic {} for {} mentioned in the provided text {}", one, keys[k],
+                                       values[k].size() == 1 ? "is" : "are");
+      turn.answers = values[k];
+      turn.max_new_tokens = int(values[k].size()) * (spec.uuid_values ? 48 : 16);
+      sample.turns.push_back(std::move(turn));
+    }
+  return sample;
 }
 
 }  // namespace kvslim::eval

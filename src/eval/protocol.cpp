@@ -5,20 +5,27 @@
 namespace kvslim::eval {
 
 const char* protocol_name(Protocol protocol) {
-  return protocol == Protocol::QueryAware ? "query-aware" : "query-agnostic";
+  switch (protocol) {
+    case Protocol::QueryAware: return "query-aware";
+    case Protocol::QueryAgnostic: return "query-agnostic";
+    case Protocol::MultiTurn: break;
+  }
+  return "multi-turn";
 }
 
 Protocol protocol_from_name(const std::string& name) {
   if (name == "query-aware") return Protocol::QueryAware;
   if (name == "query-agnostic") return Protocol::QueryAgnostic;
-  fail("unknown protocol '{}' (valid: query-aware, query-agnostic)", name);
+  if (name == "multi-turn") return Protocol::MultiTurn;
+  fail("unknown protocol '{}' (valid: query-aware, query-agnostic, multi-turn)", name);
 }
 
 PromptTokens tokenize_prompt(const TaskSample& sample, const Tokenizer& tokenizer, Protocol protocol) {
   PromptTokens tokens;
   tokens.compressed = tokenizer.encode(sample.context, tokenizer.add_bos_by_default(), false);
   const std::vector<int32_t> query = tokenizer.encode(sample.question + sample.answer_prefix, false, false);
-  std::vector<int32_t>& query_part = protocol == Protocol::QueryAware ? tokens.compressed : tokens.appended;
+  // Multi-turn runs its own turns (run_multi_turn); these tokens serve its sizing only.
+  std::vector<int32_t>& query_part = protocol == Protocol::QueryAgnostic ? tokens.appended : tokens.compressed;
   query_part.insert(query_part.end(), query.begin(), query.end());
   if (tokens.compressed.empty()) fail("sample of task '{}' (seed {}) has an empty context", sample.task, sample.seed);
   return tokens;

@@ -15,7 +15,10 @@
 
 namespace kvslim::eval {
 
-enum class Protocol { QueryAware, QueryAgnostic };
+// multi-turn: the context and the first of a sample's turns (TaskSample::turns) are prefilled
+// with the press, the answer generated, then each later question follows in the same session
+// (LiveSession: the method's multi-turn rule runs at each turn), one record per turn.
+enum class Protocol { QueryAware, QueryAgnostic, MultiTurn };
 
 const char* protocol_name(Protocol protocol);
 // "query-aware" or "query-agnostic"; throws kvslim::Error naming the valid ones.

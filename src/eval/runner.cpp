@@ -1,5 +1,10 @@
 #include "eval/runner.h"
 
+#include <fmt/format.h>
+
+#include "engine/live_session.h"
+#include "util/error.h"
+
 namespace kvslim::eval {
 
 PreparedSample::PreparedSample(const SampleSpec& spec, TaskSample sample, const Tokenizer& tokenizer, Protocol protocol)
@@ -61,6 +66,72 @@ SampleRecord run_method(const Model& model, ThreadPool& pool, const RunnerOption
     r.ppl_ratio = m.ppl_ratio;
   }
   return r;
+}
+
+std::string turn_label(const std::string& task, size_t turn) { return fmt::format("{}/turn{}", task, turn); }
+
+std::vector<SampleRecord> run_multi_turn(const Model& model, ThreadPool& pool, const RunnerOptions& options,
+                                         PreparedSample& prepared, const MethodRun& run, const SampleSource& source) {
+  const TaskSample& sample = prepared.sample();
+  if (sample.turns.empty())
+    fail("task '{}' has no multi-turn form (multi-turn tasks: niah_multiquery)", sample.task);
+  const MethodSpec& method = *run.method;
+  const Tokenizer& tokenizer = model.tokenizer();
+  CompressionOptions compression;
+  compression.press = method.press;
+  compression.press_options = method.options;
+  if (run.budget > 0) compression.budget = run.budget;
+  SamplerParams greedy;
+  greedy.temperature = 0;
+  greedy.seed = prepared.spec().seed;
+
+  std::vector<std::vector<int32_t>> questions;
+  int64_t total = int64_t(tokenizer.encode(sample.context, tokenizer.add_bos_by_default(), false).size());
+  for (const TaskTurn& turn : sample.turns) {
+    questions.push_back(tokenizer.encode(turn.question + turn.answer_prefix, false, false));
+    total += int64_t(questions.back().size()) + turn.max_new_tokens + 1;
+  }
+  EngineOptions engine = options.engine;
+  engine.context = int(total);
+  LiveSession live(model, pool, engine, compression, greedy);
+
+  std::vector<SampleRecord> records;
+  std::vector<int32_t> conversation = tokenizer.encode(sample.context, tokenizer.add_bos_by_default(), false);
+  for (size_t t = 0; t < sample.turns.size(); ++t) {
+    const TaskTurn& turn = sample.turns[t];
+    if (t > 0) conversation = live.transcript();
+    conversation.insert(conversation.end(), questions[t].begin(), questions[t].end());
+    live.prompt(conversation, turn.max_new_tokens);
+    const Answer answer = live.answer(turn.max_new_tokens);
+    const TurnStats& stats = live.last_turn();
+
+    TaskSample asked = sample;  // scored against this turn's answers
+    asked.question = turn.question;
+    asked.answer_prefix = turn.answer_prefix;
+    asked.answers = turn.answers;
+    const Scores scores = source.score(asked, answer.text);
+    SampleRecord r;
+    r.method = method.label;
+    r.budget = run.budget;
+    r.task = turn_label(prepared.spec().label, t + 1);
+    r.length = prepared.spec().length;
+    r.depth = prepared.spec().depth;
+    r.seed = prepared.spec().seed;
+    r.protocol = protocol_name(options.protocol);
+    r.score = scores.score;
+    r.partial = scores.partial;
+    r.n_prompt = int64_t(conversation.size());
+    r.kept_tokens = stats.kept_tokens;
+    r.kv_bytes = stats.kv_bytes;
+    r.kv_bytes_peak = live.session()->kv().peak_bytes();
+    r.prefill_ms = stats.prefill_ms;
+    r.score_ms = stats.score_ms;
+    r.decode_ms = stats.decode_ms;
+    r.decode_steps = stats.decode_steps;
+    r.output = answer.text;
+    records.push_back(std::move(r));
+  }
+  return records;
 }
 
 }  // namespace kvslim::eval

@@ -38,6 +38,15 @@ class PreparedSample {
   std::optional<FullReference> reference_;
 };
 
+// The multi-turn protocol: one LiveSession per (method, budget, sample); the context plus the
+// first turn's question is the first prompt, each later turn's question follows the previous
+// answer. One record per turn, its task labelled TASK/turnN (summary rows per turn). Throws
+// kvslim::Error for a sample without turns, naming the tasks that have them.
+std::vector<SampleRecord> run_multi_turn(const Model& model, ThreadPool& pool, const RunnerOptions& options,
+                                         PreparedSample& sample, const MethodRun& run, const SampleSource& source);
+// "TASK/turnN": the task label of turn n (1-based) of a multi-turn run.
+std::string turn_label(const std::string& task, size_t turn);
+
 SampleRecord run_method(const Model& model, ThreadPool& pool, const RunnerOptions& options, PreparedSample& sample,
                         const MethodRun& run, const SampleSource& source);
 

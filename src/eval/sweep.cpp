@@ -16,7 +16,8 @@ std::string run_key(const SampleSpec& spec, const MethodRun& run, Protocol proto
   SampleRecord r;
   r.method = run.method->label;
   r.budget = run.budget;
-  r.task = spec.label;
+  // A multi-turn run writes its turns together: the first one marks it done.
+  r.task = protocol == Protocol::MultiTurn ? turn_label(spec.label, 1) : spec.label;
   r.length = spec.length;
   r.depth = spec.depth;
   r.seed = spec.seed;
@@ -57,11 +58,15 @@ SweepOutcome run_sweep(const Model& model, ThreadPool& pool, const SampleSource&
     const SampleSpec& spec = source.samples[index];
     PreparedSample prepared(spec, source.make(spec), model.tokenizer(), options.runner.protocol);
     for (const MethodRun* run : todo) {
-      const SampleRecord record = run_method(model, pool, options.runner, prepared, *run, source);
-      writer.append(record);
+      std::vector<SampleRecord> records;
+      if (options.runner.protocol == Protocol::MultiTurn)
+        records = run_multi_turn(model, pool, options.runner, prepared, *run, source);
+      else
+        records.push_back(run_method(model, pool, options.runner, prepared, *run, source));
+      for (const SampleRecord& record : records) writer.append(record);
       ++outcome.ran;
       ++progress.done;
-      progress.record = &record;
+      progress.record = &records.back();
       if (on_run) on_run(progress);
     }
   }

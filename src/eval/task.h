@@ -14,6 +14,14 @@ namespace kvslim::eval {
 // One generated sample. The prompt is context + question + answer_prefix; the query-aware
 // protocol compresses all of it, the query-agnostic one compresses `context` only and appends
 // question + answer_prefix uncompressed.
+// One question of a multi-turn sample (eval --protocol multi-turn): asked after the context
+// and the earlier turns' questions and answers.
+struct TaskTurn {
+  std::string question, answer_prefix;
+  std::vector<std::string> answers;
+  int max_new_tokens = 32;
+};
+
 struct TaskSample {
   std::string task;                  // registry name, e.g. "niah_single_1"
   int64_t target_tokens = 0;         // requested prompt length (tokens of the model's tokenizer)
@@ -24,6 +32,8 @@ struct TaskSample {
   std::vector<std::string> answers;  // strings the output must contain
   double depth = -1;                 // needle depth in [0, 1] for single-needle tasks, else -1
   int max_new_tokens = 32;           // tokens to generate for this task
+  // Tasks whose question asks about several needles (niah_multiquery) also ask them one per turn.
+  std::vector<TaskTurn> turns;
 
   std::string prompt() const { return context + question + answer_prefix; }
 };
