@@ -22,6 +22,7 @@ void add_apply_template_command(CLI::App& app) {
     std::string messages;
     bool no_generation_prompt = false;
     std::string bos, eos;
+    std::string vars;
   };
   auto opt = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand("apply-template", "render a conversation with a chat template (printed exactly)");
@@ -31,6 +32,7 @@ void add_apply_template_command(CLI::App& app) {
   cmd->add_flag("--no-generation-prompt", opt->no_generation_prompt, "do not open the assistant's turn at the end");
   auto* bos = cmd->add_option("--bos-token", opt->bos, "BOS token text (default: the model's, else empty)");
   auto* eos = cmd->add_option("--eos-token", opt->eos, "EOS token text (default: the model's, else empty)");
+  cmd->add_option("--vars", opt->vars, "extra template variables as a JSON object, e.g. '{\"tools\": [...], \"enable_thinking\": false}'");
   cmd->callback([opt, bos, eos] {
     if (opt->model.empty() && opt->template_file.empty()) fail("give a model with -m MODEL or a template with --template FILE");
     // Read the messages first: a bad file is reported before any model is opened.
@@ -48,6 +50,14 @@ void add_apply_template_command(CLI::App& app) {
     options.add_generation_prompt = !opt->no_generation_prompt;
     if (bos->count()) options.bos_token = opt->bos;
     if (eos->count()) options.eos_token = opt->eos;
+    if (!opt->vars.empty()) {
+      try {
+        options.variables = nlohmann::ordered_json::parse(opt->vars);
+      } catch (const nlohmann::json::parse_error&) {
+        fail("--vars: not valid JSON");
+      }
+      if (!options.variables.is_object()) fail("--vars: expected a JSON object of variables");
+    }
     const std::string text = tmpl->render(messages, options);
     std::fwrite(text.data(), 1, text.size(), stdout);
     std::fflush(stdout);

@@ -198,6 +198,16 @@ struct FilterBlock : Stmt {
   Body body;
 };
 
+// {% with a = 1 %}...{% endwith %} (a fresh frame) and transformers' {% generation %}...
+// {% endgeneration %} (marks the assistant's text for training masks; renders its body).
+struct ScopeBlock : Stmt {
+  using Stmt::Stmt;
+  Flow exec(Context& ctx) const override;
+  bool new_frame = false;
+  std::vector<std::pair<std::string, ExprPtr>> assignments;
+  Body body;
+};
+
 struct LoopControl : Stmt {
   LoopControl(int line, Flow f) : Stmt(line), flow(f) {}
   Flow exec(Context& ctx) const override;

@@ -33,7 +33,7 @@ Value Context::lookup(const std::string& name) const {
 
 void Context::write(const std::string& s) {
   if (out_->size() + s.size() > limits_.max_string_bytes) produced(out_->size() + s.size());
-  step(s.size() / 64);
+  step(s.size() / 32);
   *out_ += s;
 }
 
@@ -46,7 +46,7 @@ void Context::step(uint64_t n) {
 void Context::produced(size_t bytes) {
   if (bytes > limits_.max_string_bytes)
     raise(fmt::format("the template built a string of over {} MiB", limits_.max_string_bytes >> 20));
-  step(bytes / 64);
+  step(bytes / 32);
 }
 
 std::tm Context::now() const {

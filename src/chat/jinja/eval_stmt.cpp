@@ -53,7 +53,7 @@ void bind_targets(Context& ctx, const std::vector<std::string>& targets, const V
   for (size_t i = 0; i < targets.size(); ++i) ctx.assign(targets[i], parts[i]);
 }
 
-Value loop_object(const std::vector<Value>& items, size_t i) {
+Value loop_object(const std::vector<Value>& items, size_t i, const Value& cycle) {
   const auto n = static_cast<int64_t>(items.size());
   const auto k = static_cast<int64_t>(i);
   auto d = std::make_shared<DictData>();
@@ -68,10 +68,7 @@ Value loop_object(const std::vector<Value>& items, size_t i) {
   d->set("depth0", Value::integer(0));
   d->set("previtem", k > 0 ? items[i - 1] : Value::undefined("there is no previous item"));
   d->set("nextitem", k + 1 < n ? items[i + 1] : Value::undefined("there is no next item"));
-  d->set("cycle", Value::callable("loop.cycle", [k](CallArgs& args, Context&) {
-           if (args.positional.empty()) raise("loop.cycle() needs at least one argument");
-           return args.positional[static_cast<size_t>(k) % args.positional.size()];
-         }));
+  d->set("cycle", cycle);
   return Value::dict(std::move(d));
 }
 
@@ -92,11 +89,19 @@ Flow ForStmt::exec(Context& ctx) const {
     items = std::move(kept);
   }
   if (items.empty()) return execute(otherwise, ctx);
+  // One loop.cycle for all iterations: it reads the current loop's index.
+  const Value cycle = Value::callable("loop.cycle", [](CallArgs& args, Context& ctx) {
+    if (args.positional.empty()) raise("loop.cycle() needs at least one argument");
+    const Value loop = ctx.lookup("loop");
+    const Value* index0 = loop.is_dict() ? loop.dict_data().find("index0") : nullptr;
+    if (!index0) raise("loop.cycle() outside of its loop");
+    return args.positional[static_cast<size_t>(index0->as_int()) % args.positional.size()];
+  });
   for (size_t i = 0; i < items.size(); ++i) {
-    ctx.step();
+    ctx.step(16);  // the loop object and the frame
     const Flow flow = with_frame(ctx, ctx.frame(), [&] {
       bind_targets(ctx, targets, items[i]);
-      ctx.assign("loop", loop_object(items, i));
+      ctx.assign("loop", loop_object(items, i, cycle));
       return execute(body, ctx);
     });
     if (flow == Flow::Break) break;
@@ -165,6 +170,16 @@ Flow FilterBlock::exec(Context& ctx) const {
   for (const auto& f : filters) v = f->apply(v, ctx);
   ctx.write(to_str(v));
   return Flow::Normal;
+}
+
+Flow ScopeBlock::exec(Context& ctx) const {
+  if (!new_frame) return execute(body, ctx);
+  std::vector<Value> values;  // evaluated in the enclosing frame, as Jinja2 does
+  for (const auto& a : assignments) values.push_back(evaluate(*a.second, ctx));
+  return with_frame(ctx, ctx.frame(), [&] {
+    for (size_t i = 0; i < assignments.size(); ++i) ctx.assign(assignments[i].first, values[i]);
+    return execute(body, ctx);
+  });
 }
 
 Flow LoopControl::exec(Context&) const { return flow; }

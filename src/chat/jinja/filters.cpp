@@ -21,15 +21,25 @@ Value str_value(std::string s, Context& ctx) {
   return Value::string(std::move(s));
 }
 
+// The Hugging Face tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False).
 Value f_tojson(const Value& v, CallArgs& args, Context& ctx) {
-  args.expect("tojson", 1, {"indent"});
-  const Value indent = args.get(0, "indent");
-  int width = -1;
+  args.expect("tojson", 4, {"ensure_ascii", "indent", "separators", "sort_keys"});
+  JsonStyle style;
+  // Positional arguments follow that signature (Jinja2's own tojson(indent) is replaced).
+  const Value ensure_ascii = args.get(0, "ensure_ascii"), indent = args.get(1, "indent");
+  const Value separators = args.get(2, "separators"), sort_keys = args.get(3, "sort_keys");
+  style.ensure_ascii = ensure_ascii.truthy();
+  style.sort_keys = sort_keys.truthy();
   if (!indent.is_undefined() && !indent.is_none()) {
-    width = static_cast<int>(expect_int(indent, "tojson indent"));
-    if (width < 0 || width > 64) raise("tojson indent must be between 0 and 64");
+    style.indent = static_cast<int>(std::clamp<int64_t>(expect_int(indent, "tojson indent"), -1, 64));
+    if (style.indent < 0) raise("tojson indent must be between 0 and 64");
   }
-  return str_value(to_json(v, width), ctx);
+  if (!separators.is_undefined() && !separators.is_none()) {
+    if (!separators.is_list() || separators.items().size() != 2) raise("tojson separators must be a pair of strings");
+    style.item_separator = expect_string(separators.items()[0], "tojson item separator");
+    style.key_separator = expect_string(separators.items()[1], "tojson key separator");
+  }
+  return str_value(to_json(v, style), ctx);
 }
 
 Value f_trim(const Value& v, CallArgs& args, Context& ctx) {
@@ -377,9 +387,13 @@ Value f_map(const Value& v, CallArgs& args, Context& ctx) {
   return Value::list(std::move(out));
 }
 
+// Python getattr only: a dict's keys are items, not attributes (Jinja2's attr filter).
 Value f_attr(const Value& v, CallArgs& args, Context&) {
   args.expect("attr", 1);
-  return get_attribute(v, expect_string(args.get(0, "name"), "attr name"));
+  const std::string& name = expect_string(args.get(0, "name"), "attr name");
+  if (v.is_namespace()) return get_attribute(v, name);
+  Value method = find_method(v, name);
+  return method.is_undefined() ? Value::undefined(fmt::format("'{} object' has no attribute '{}'", v.type_name(), name)) : method;
 }
 
 Value f_format(const Value& v, CallArgs& args, Context& ctx) {

@@ -11,7 +11,7 @@ namespace kvslim::jinja {
 
 namespace {
 
-constexpr int64_t kMaxRange = 1'000'000;
+constexpr int64_t kMaxRange = 100'000;
 
 Value g_range(CallArgs& args, Context& ctx) {
   args.expect("range", 3);
@@ -29,7 +29,7 @@ Value g_range(CallArgs& args, Context& ctx) {
   if (count > kMaxRange) raise(fmt::format("range() of over {} numbers", kMaxRange));
   std::vector<Value> out;
   for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) out.push_back(Value::integer(i));
-  ctx.step(out.size());
+  ctx.produced(out.size() * sizeof(Value));
   return Value::list(std::move(out));
 }
 
@@ -130,7 +130,10 @@ std::string percent_format(const std::string& f, const std::vector<Value>& args)
         std::string piece = conv == 's' ? to_str(v) : to_repr(v);
         const size_t dot = spec.find('.');
         const std::string flags_width = spec.substr(0, dot);
-        if (dot != std::string::npos) piece = piece.substr(0, std::stoul("0" + spec.substr(dot + 1)));
+        if (dot != std::string::npos) {
+          const std::string precision = spec.substr(dot + 1);
+          piece = piece.substr(0, precision.empty() ? 0 : std::stoul(precision));
+        }
         const size_t digits = flags_width.find_first_of("123456789");
         const size_t width = digits == std::string::npos ? 0 : std::min<size_t>(std::stoul(flags_width.substr(digits)), 4096);
         const bool left = flags_width.find('-') != std::string::npos;

@@ -4,15 +4,32 @@
 
 #include <cmath>
 
+#include <algorithm>
+
 #include "chat/jinja/access.h"
+#include "tokenizer/utf8.h"
 
 namespace kvslim::jinja {
 
 namespace {
 
-void append_string(std::string& out, const std::string& s) {
+void append_string(std::string& out, const std::string& s, bool ensure_ascii) {
   out += '"';
-  for (unsigned char c : s) {
+  for (size_t i = 0; i < s.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    if (ensure_ascii && c >= 0x80) {
+      // \uXXXX, with a surrogate pair above the BMP, as Python writes it.
+      size_t pos = i;
+      uint32_t cp = tok::decode_utf8(s, pos);
+      i = pos - 1;
+      if (cp >= 0x10000) {
+        cp -= 0x10000;
+        out += fmt::format("\\u{:04x}\\u{:04x}", 0xD800 + (cp >> 10), 0xDC00 + (cp & 0x3FF));
+      } else {
+        out += fmt::format("\\u{:04x}", cp);
+      }
+      continue;
+    }
     switch (c) {
       case '"': out += "\\\""; break;
       case '\\': out += "\\\\"; break;
@@ -36,7 +53,9 @@ void newline(std::string& out, int indent, int level) {
   out.append(static_cast<size_t>(indent * level), ' ');
 }
 
-void append(std::string& out, const Value& v, int indent, int level) {
+void append(std::string& out, const Value& v, const JsonStyle& style, int level) {
+  const int indent = style.indent;
+  const std::string& item_sep = !style.item_separator.empty() ? style.item_separator : indent >= 0 ? "," : ", ";
   if (level > 128) raise("tojson: value nested too deeply");
   using K = Value::Kind;
   switch (v.kind()) {
@@ -50,7 +69,7 @@ void append(std::string& out, const Value& v, int indent, int level) {
       else out += format_float(f);
       return;
     }
-    case K::String: append_string(out, v.as_string()); return;
+    case K::String: append_string(out, v.as_string(), style.ensure_ascii); return;
     case K::List: {
       const auto& items = v.items();
       if (items.empty()) {
@@ -59,9 +78,9 @@ void append(std::string& out, const Value& v, int indent, int level) {
       }
       out += '[';
       for (size_t i = 0; i < items.size(); ++i) {
-        if (i) out += indent >= 0 ? "," : ", ";
+        if (i) out += item_sep;
         if (indent >= 0) newline(out, indent, level + 1);
-        append(out, items[i], indent, level + 1);
+        append(out, items[i], style, level + 1);
       }
       if (indent >= 0) newline(out, indent, level);
       out += ']';
@@ -70,18 +89,21 @@ void append(std::string& out, const Value& v, int indent, int level) {
     case K::Dict:
     case K::Namespace: {
       if (v.is_namespace()) raise("Object of type Namespace is not JSON serializable");
-      const auto& entries = v.dict_data().entries;
+      std::vector<const std::pair<std::string, Value>*> entries;
+      for (const auto& entry : v.dict_data().entries) entries.push_back(&entry);
+      if (style.sort_keys)
+        std::stable_sort(entries.begin(), entries.end(), [](const auto* a, const auto* b) { return a->first < b->first; });
       if (entries.empty()) {
         out += "{}";
         return;
       }
       out += '{';
       for (size_t i = 0; i < entries.size(); ++i) {
-        if (i) out += indent >= 0 ? "," : ", ";
+        if (i) out += item_sep;
         if (indent >= 0) newline(out, indent, level + 1);
-        append_string(out, entries[i].first);
-        out += ": ";
-        append(out, entries[i].second, indent, level + 1);
+        append_string(out, entries[i]->first, style.ensure_ascii);
+        out += style.key_separator;
+        append(out, entries[i]->second, style, level + 1);
       }
       if (indent >= 0) newline(out, indent, level);
       out += '}';
@@ -94,9 +116,9 @@ void append(std::string& out, const Value& v, int indent, int level) {
 
 }  // namespace
 
-std::string to_json(const Value& v, int indent) {
+std::string to_json(const Value& v, const JsonStyle& style) {
   std::string out;
-  append(out, v, indent, 0);
+  append(out, v, style, 0);
   return out;
 }
 

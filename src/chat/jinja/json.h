@@ -38,7 +38,15 @@ Value from_json(const Json& j) {
   }
 }
 
-// indent < 0: one line. Raises for values JSON cannot hold (undefined, functions).
-std::string to_json(const Value& v, int indent);
+// json.dumps's options; the defaults are the Hugging Face tojson's.
+struct JsonStyle {
+  int indent = -1;  // < 0: one line
+  bool ensure_ascii = false;
+  bool sort_keys = false;
+  std::string item_separator, key_separator = ": ";  // item default: ", " on one line, "," indented
+};
+
+// Raises for values JSON cannot hold (undefined, functions, namespaces).
+std::string to_json(const Value& v, const JsonStyle& style = {});
 
 }  // namespace kvslim::jinja

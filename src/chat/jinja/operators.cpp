@@ -32,8 +32,8 @@ Value repeat(const Value& seq, int64_t times, Context& ctx) {
     return Value::string(std::move(out));
   }
   const auto& items = seq.items();
-  ctx.produced(static_cast<size_t>(std::min<int64_t>(times, INT64_MAX / 64 / std::max<int64_t>(1, static_cast<int64_t>(items.size())))) *
-               items.size() * 16);
+  ctx.produced(static_cast<size_t>(std::min<int64_t>(times, INT64_MAX / 256 / std::max<int64_t>(1, static_cast<int64_t>(items.size())))) *
+               items.size() * sizeof(Value));
   std::vector<Value> out;
   for (int64_t i = 0; i < times; ++i) out.insert(out.end(), items.begin(), items.end());
   return Value::list(std::move(out), seq.is_tuple());
@@ -81,7 +81,7 @@ Value arithmetic(const std::string& op, const Value& a, const Value& b, Context&
       return Value::string(a.as_string() + b.as_string());
     }
     if (a.is_list() && b.is_list()) {
-      ctx.produced((a.items().size() + b.items().size()) * 16);
+      ctx.produced((a.items().size() + b.items().size()) * sizeof(Value));
       std::vector<Value> items = a.items();
       items.insert(items.end(), b.items().begin(), b.items().end());
       return Value::list(std::move(items), a.is_tuple() && b.is_tuple());

@@ -84,7 +84,7 @@ class Parser {
       switch (tok.type) {
         case TokenType::End:
           if (ends.size() == 0) return body;
-          fail(fmt::format("unexpected end of template: expected {{% {} %}}", *ends.begin()));
+          fail(fmt::format("unexpected end of template: expected {{% {} %}}", *(ends.end() - 1)));
         case TokenType::Text:
           body.push_back(std::make_unique<TextStmt>(tok.line, tok.value));
           next();
@@ -124,12 +124,22 @@ class Parser {
     if (name == "set") return parse_set(at);
     if (name == "macro") return parse_macro(at);
     if (name == "filter") return parse_filter_block(at);
+    if (name == "with") return parse_with(at);
+    if (name == "generation") {
+      auto block = std::make_unique<ScopeBlock>(at);
+      expect_block_end();
+      std::string found;
+      block->body = parse_body({"endgeneration"}, found);
+      expect_block_end();
+      return block;
+    }
     if (name == "break" || name == "continue") {
       if (loop_depth_ == 0) fail(fmt::format("'{}' outside of a loop", name));
       expect_block_end();
       return std::make_unique<LoopControl>(at, name == "break" ? Flow::Break : Flow::Continue);
     }
-    static const char* const closers[] = {"endif", "endfor", "endset", "endmacro", "endfilter", "elif", "else", "endraw"};
+    static const char* const closers[] = {"endif",  "endfor", "endset", "endmacro", "endfilter",
+                                          "endwith", "endgeneration", "elif", "else", "endraw"};
     if (std::any_of(std::begin(closers), std::end(closers), [&](const char* c) { return name == c; }))
       throw TemplateError(fmt::format("unexpected '{}' (no open block expects it here)", name), at);
     throw TemplateError(fmt::format("unknown or unsupported tag '{}'", name), at);
@@ -252,6 +262,22 @@ class Parser {
     if (cur().type == TokenType::Name && cur().value == stmt->name) next();
     expect_block_end();
     return stmt;
+  }
+
+  StmtPtr parse_with(int at) {
+    auto block = std::make_unique<ScopeBlock>(at);
+    block->new_frame = true;
+    while (cur().type != TokenType::BlockEnd) {
+      if (!block->assignments.empty()) expect_op(",");
+      std::string target = expect_name();
+      expect_op("=");
+      block->assignments.emplace_back(std::move(target), parse_expression());
+    }
+    expect_block_end();
+    std::string found;
+    block->body = parse_body({"endwith"}, found);
+    expect_block_end();
+    return block;
   }
 
   StmtPtr parse_filter_block(int at) {
@@ -597,7 +623,8 @@ class Parser {
     std::string name = expect_name();
     while (is_op(".") && peek().type == TokenType::Name) {
       next();
-      name += "." + expect_name();
+      name += '.';
+      name += expect_name();
     }
     return name;
   }

@@ -100,17 +100,30 @@ std::string title(std::string_view s) {
 }
 
 std::string strip(std::string_view s, const std::string* chars, bool left, bool right) {
-  const std::vector<uint32_t> cps = decode(s);
+  // Scans only the ends (documents can be megabytes long).
   const std::vector<uint32_t> set = chars ? decode(*chars) : std::vector<uint32_t>{};
   auto strippable = [&](uint32_t cp) { return chars ? in_chars(cp, set) : is_space(cp); };
-  size_t begin = 0, end = cps.size();
-  if (left)
-    while (begin < end && strippable(cps[begin])) ++begin;
-  if (right)
-    while (end > begin && strippable(cps[end - 1])) --end;
-  // Map back to byte offsets so invalid bytes survive untouched.
-  const std::vector<size_t> offsets = char_offsets(s);
-  return std::string(s.substr(offsets[begin], offsets[end] - offsets[begin]));
+  size_t begin = 0, end = s.size();
+  if (left) {
+    while (begin < end) {
+      size_t next = begin;
+      if (!strippable(tok::decode_utf8(s, next))) break;
+      begin = next;
+    }
+  }
+  if (right) {
+    while (end > begin) {
+      size_t start = end - 1;
+      // Back to the start of the last character (at most 3 continuation bytes).
+      while (start > begin && end - start < 4 && (static_cast<unsigned char>(s[start]) & 0xC0) == 0x80) --start;
+      size_t after = start;
+      const uint32_t cp = tok::decode_utf8(s, after);
+      if (after != end) break;  // an invalid byte: never whitespace, kept
+      if (!strippable(cp)) break;
+      end = start;
+    }
+  }
+  return std::string(s.substr(begin, end - begin));
 }
 
 std::vector<std::string> split(std::string_view s, const std::string* sep, int64_t maxsplit, bool from_right) {

@@ -12,18 +12,26 @@ namespace kvslim::jinja {
 void raise(const std::string& message) { throw TemplateError(message); }
 
 const Value* DictData::find(const std::string& key) const {
+  if (index.empty()) {
+    for (const auto& entry : entries)
+      if (entry.first == key) return &entry.second;
+    return nullptr;
+  }
   const auto it = index.find(key);
   return it == index.end() ? nullptr : &entries[it->second].second;
 }
 
 void DictData::set(const std::string& key, Value value) {
-  const auto it = index.find(key);
-  if (it != index.end()) {
-    entries[it->second].second = std::move(value);
+  if (Value* existing = const_cast<Value*>(find(key))) {
+    *existing = std::move(value);
     return;
   }
-  index.emplace(key, entries.size());
   entries.emplace_back(key, std::move(value));
+  if (!index.empty()) {
+    index.emplace(key, entries.size() - 1);
+  } else if (entries.size() > kLinearEntries) {
+    for (size_t i = 0; i < entries.size(); ++i) index.emplace(entries[i].first, i);
+  }
 }
 
 Value Value::undefined(std::string hint) {

@@ -33,10 +33,12 @@ struct ListData {
   bool tuple = false;  // prints as (a, b)
 };
 
-// String keys only: JSON objects and the dicts chat templates build have no others.
+// String keys only: JSON objects and the dicts chat templates build have no others. Small
+// dicts (messages, loop) are searched linearly; the hash index exists only past that size.
 struct DictData {
+  static constexpr size_t kLinearEntries = 12;
   std::vector<std::pair<std::string, Value>> entries;
-  std::unordered_map<std::string, size_t> index;
+  std::unordered_map<std::string, size_t> index;  // empty while entries.size() <= kLinearEntries
   const Value* find(const std::string& key) const;
   void set(const std::string& key, Value value);
 };
