@@ -80,6 +80,7 @@ console.log(JSON.stringify({
   latency_ms: stats(results.map((r) => r.total)),
   kept_tokens: final?.kv?.kept_tokens,
   request_kv_bytes_peak: final?.kv?.bytes_peak,
+  request_kv_bytes_final: final?.kv?.bytes_final,
   server_kv_bytes_peak: metric(metrics, "kv_bytes_peak"),
   server_kv_bytes_in_use: metric(metrics, "kv_bytes_in_use"),
   server_rss_bytes: metric(metrics, "process_resident_memory_bytes"),
