@@ -25,5 +25,6 @@ void add_chat_command(CLI::App& app);
 void add_claims_command(CLI::App& app);
 void add_quantize_command(CLI::App& app);
 void add_perplexity_command(CLI::App& app);
+void add_serve_command(CLI::App& app);
 
 }  // namespace kvslim::cli

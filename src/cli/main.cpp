@@ -30,6 +30,7 @@ int main(int argc, char** argv) {
   kvslim::cli::add_chat_command(app);
   kvslim::cli::add_quantize_command(app);
   kvslim::cli::add_perplexity_command(app);
+  kvslim::cli::add_serve_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
