@@ -123,7 +123,31 @@ inline __m128 reduce4(__m512 a, __m512 b, __m512 c, __m512 d) {
 // head_dim = 16 * CH. Four key rows at a time, read from memory once for all the heads (then
 // from L1), their four dot products per head reduced together.
 template <int CH, class Codec, class Row>
+void score_rows_avx512(const float* q, int n_heads, Row row, int64_t rows, float scale, float* s, int64_t s_stride);
+
+// Other types: each group of four rows is decoded once into an L1-resident f32 block, then scored
+// for every head by the f32 kernel (decoding per head would repeat the conversion group times).
+template <int CH, class Codec, class Row>
+void score_rows_decoded(const float* q, int n_heads, Row row, int64_t rows, float scale, float* s, int64_t s_stride) {
+  constexpr int hd = 16 * CH;
+  alignas(64) float block[4][hd];
+  for (int64_t j0 = 0; j0 < rows; j0 += 4) {
+    const int m = int(std::min<int64_t>(4, rows - j0));
+    for (int r = 0; r < m; ++r) {
+      const uint8_t* src = row(j0 + r);
+      for (int c = 0; c < CH; ++c) _mm512_store_ps(block[r] + 16 * c, Codec::load(src, c));
+    }
+    score_rows_avx512<CH, F32Codec>(
+        q, n_heads, [&block](int64_t j) { return reinterpret_cast<const uint8_t*>(block[j]); }, m, scale, s + j0,
+        s_stride);
+  }
+}
+
+template <int CH, class Codec, class Row>
 void score_rows_avx512(const float* q, int n_heads, Row row, int64_t rows, float scale, float* s, int64_t s_stride) {
+  if constexpr (Codec::type != DType::F32) {
+    if (n_heads > 1) return score_rows_decoded<CH, Codec>(q, n_heads, row, rows, scale, s, s_stride);
+  }
   constexpr int hd = 16 * CH;
   const __m128 vscale = _mm_set1_ps(scale);
   int64_t j = 0;
