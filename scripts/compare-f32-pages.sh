@@ -17,8 +17,8 @@ for press in snapkv h2o tova knorm pyramidkv adakv dapq keydiff lagkv lookaheadk
   extra=()
   [ "$press" == lookaheadkv ] && extra=(--press-opt "adapter=$adapter")
   common=(-m "$model" -p "$prompt" --press "$press" "${extra[@]}" --budget 64 --threads 2)
-  "$old" inspect "${common[@]}" --batch 128 --scores -o "$tmp/old.json" > /dev/null
-  "$new" inspect "${common[@]}" --batch 128 --scores -o "$tmp/new.json" "${f32[@]}" > /dev/null
+  "$old" inspect "${common[@]}" --batch 128 --scores -o "$tmp/old.json" > /dev/null 2>&1
+  "$new" inspect "${common[@]}" --batch 128 --scores -o "$tmp/new.json" "${f32[@]}" > /dev/null 2>&1
   "$old" generate "${common[@]}" -n 24 --temp 0 --json | python3 -c "import json,sys; d=json.load(sys.stdin); print(d['token_ids'], d['kv_bytes_peak'], d['kv_bytes_final'])" > "$tmp/old.txt"
   "$new" generate "${common[@]}" -n 24 --temp 0 --json "${f32[@]}" | python3 -c "import json,sys; d=json.load(sys.stdin); print(d['token_ids'], d['kv_bytes_peak'], d['kv_bytes_final'])" > "$tmp/new.txt"
   if cmp -s "$tmp/old.json" "$tmp/new.json" && cmp -s "$tmp/old.txt" "$tmp/new.txt"; then
