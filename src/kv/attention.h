@@ -1,6 +1,7 @@
 // Scaled dot-product attention of the query heads that share one KV head over that head's
 // paged tokens (a HeadCache): dense causal attention for a block of queries, and sparse
-// attention of one query over a subset of the tokens. Scale 1/sqrt(head_dim).
+// attention of one query over a subset of the tokens. Scale 1/sqrt(head_dim). Keys and values
+// are read in the head's stored types (f32, f16, bf16, q8_0) without an f32 copy of the cache.
 #pragma once
 
 #include <cstdint>
