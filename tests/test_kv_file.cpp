@@ -90,7 +90,8 @@ INSTANTIATE_TEST_SUITE_P(Methods, KvFileContinue,
                            return n;
                          });
 
-// The file is the kept K/V (2 * head_dim floats and a position per kept token) plus the history,
+// The file is the kept K/V (a key row and a value row in the pages' stored types, and a position
+// per kept token) plus the history,
 // the last logits and headers: compressing to 16 tokens per head shrinks it accordingly.
 TEST(KvFile, SizeFollowsTheKeptTokens) {
   Fixture f;
@@ -108,7 +109,8 @@ TEST(KvFile, SizeFollowsTheKeptTokens) {
   const auto [full_bytes, full_tokens] = size_with(full);
   const auto [snap_bytes, snap_tokens] = size_with(snap);
   const ModelConfig& config = f.model->config();
-  const uint64_t per_token = 2 * config.head_dim * 4 + 8;
+  const uint64_t per_token =
+      row_bytes(f.options.cache_type_k, config.head_dim) + row_bytes(f.options.cache_type_v, config.head_dim) + 8;
   const uint64_t fixed = 200 * 4 + uint64_t(config.n_vocab) * 4;
   for (auto [bytes, kept] : {std::pair{full_bytes, full_tokens}, std::pair{snap_bytes, snap_tokens}}) {
     EXPECT_GE(bytes, uint64_t(kept) * per_token + fixed);
