@@ -52,6 +52,9 @@ TEST(Cli, InfoJsonDescribesTheModel) {
   EXPECT_EQ(j["architecture"], "llama");
   EXPECT_EQ(j["layers"], 2);
   EXPECT_EQ(j["kv_bytes_per_token"], 2 * 2 * 2 * 16 * 4);  // layers * (K,V) * kv_heads * head_dim * 4 bytes
+  EXPECT_EQ(j["kv_bytes_per_token_by_type"]["f16"], 2 * 2 * 2 * 16 * 2);
+  EXPECT_EQ(j["kv_bytes_per_token_by_type"]["bf16"], 2 * 2 * 2 * 16 * 2);
+  EXPECT_FALSE(j["kv_bytes_per_token_by_type"].contains("q8_0"));  // head_dim 16: no whole q8_0 blocks
 }
 
 TEST(Cli, BenchJsonReportsMedians) {

@@ -3,6 +3,7 @@
 // model's file, a truncated or corrupt one is refused with one line and nothing changed.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <algorithm>
@@ -90,7 +91,8 @@ INSTANTIATE_TEST_SUITE_P(Methods, KvFileContinue,
                            return n;
                          });
 
-// The file is the kept K/V (2 * head_dim floats and a position per kept token) plus the history,
+// The file is the kept K/V (a key row and a value row in the pages' stored types, and a position
+// per kept token) plus the history,
 // the last logits and headers: compressing to 16 tokens per head shrinks it accordingly.
 TEST(KvFile, SizeFollowsTheKeptTokens) {
   Fixture f;
@@ -108,13 +110,57 @@ TEST(KvFile, SizeFollowsTheKeptTokens) {
   const auto [full_bytes, full_tokens] = size_with(full);
   const auto [snap_bytes, snap_tokens] = size_with(snap);
   const ModelConfig& config = f.model->config();
-  const uint64_t per_token = 2 * config.head_dim * 4 + 8;
+  const uint64_t per_token =
+      row_bytes(f.options.cache_type_k, config.head_dim) + row_bytes(f.options.cache_type_v, config.head_dim) + 8;
   const uint64_t fixed = 200 * 4 + uint64_t(config.n_vocab) * 4;
   for (auto [bytes, kept] : {std::pair{full_bytes, full_tokens}, std::pair{snap_bytes, snap_tokens}}) {
     EXPECT_GE(bytes, uint64_t(kept) * per_token + fixed);
     EXPECT_LE(bytes, uint64_t(kept) * per_token + fixed + 16384);  // headers and alignment
   }
   EXPECT_EQ(snap_tokens * 5, full_tokens);
+}
+
+// The file keeps the pages' own types: a bf16/f16 session loads bit for bit into one of the
+// same types, and into f32 pages as exactly the numbers attention read (the stored rows decoded).
+TEST(KvFile, PagesKeepTheirTypeAndConvertOnLoad) {
+  Fixture f;
+  f.options.cache_type_k = DType::BF16;
+  f.options.cache_type_v = DType::F16;
+  CompressionOptions c;
+  c.press = "snapkv";
+  c.budget = 40;
+  LiveSession original(*f.model, f.pool, f.options, c, f.greedy);
+  original.prompt(tokens(100, f.n_vocab(), 4), 0);
+  const std::string path = testing::temp_path("typed.kv");
+  original.save(path);
+  EngineOptions f32_pages = f.options;
+  f32_pages.cache_type_k = f32_pages.cache_type_v = DType::F32;
+  const auto same = LiveSession::load(path, *f.model, f.pool, f.options, f.greedy);
+  const auto wide = LiveSession::load(path, *f.model, f.pool, f32_pages, f.greedy);
+  const PagedKvCache& a = original.session()->kv();
+  const PagedKvCache& b = same->session()->kv();
+  const PagedKvCache& w = wide->session()->kv();
+  const int d = a.head_dim();
+  const size_t kb = row_bytes(DType::BF16, d), vb = row_bytes(DType::F16, d);
+  std::vector<float> ka(d), va(d), kw(d), vw(d);
+  for (int l = 0; l < a.n_layers(); ++l)
+    for (int h = 0; h < a.n_kv_heads(); ++h) {
+      const HeadCache &x = a.head(l, h), &y = b.head(l, h), &z = w.head(l, h);
+      ASSERT_EQ(x.size(), y.size());
+      ASSERT_EQ(x.size(), z.size());
+      EXPECT_EQ(y.key_type(), DType::BF16);
+      EXPECT_EQ(z.key_type(), DType::F32);
+      for (int64_t i = 0; i < x.size(); ++i) {
+        ASSERT_EQ(x.position(i), y.position(i));
+        ASSERT_EQ(x.position(i), z.position(i));
+        ASSERT_EQ(std::memcmp(x.key_data(i), y.key_data(i), kb), 0);
+        ASSERT_EQ(std::memcmp(x.value_data(i), y.value_data(i), vb), 0);
+        convert_to_f32(DType::BF16, x.key_data(i), ka.data(), d);
+        convert_to_f32(DType::F16, x.value_data(i), va.data(), d);
+        ASSERT_EQ(std::memcmp(ka.data(), z.key_f32(i, kw.data()), sizeof(float) * d), 0);
+        ASSERT_EQ(std::memcmp(va.data(), z.value_f32(i, vw.data()), sizeof(float) * d), 0);
+      }
+    }
 }
 
 struct SavedFile {

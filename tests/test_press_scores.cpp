@@ -42,9 +42,13 @@ ModelConfig make_config(int layers, int heads, int kv_heads) {
 // Every key and query is remembered by position for the references.
 class FakeSession final : public PressContext {
  public:
-  FakeSession(const ModelConfig& config, int64_t n_prompt, int64_t budget, int n_predict = 0, uint64_t seed = 11)
+  // Pages store `page_type` (keys and values); the remembered keys are rounded through it, so
+  // the references see exactly the numbers attention and the methods read.
+  FakeSession(const ModelConfig& config, int64_t n_prompt, int64_t budget, int n_predict = 0, uint64_t seed = 11,
+              DType page_type = DType::F32)
       : config_(config),
-        cache_(config, n_prompt + n_predict + 1),
+        cache_(kv_shape(config, page_type, page_type), n_prompt + n_predict + 1),
+        page_type_(page_type),
         budget_(budget),
         n_predict_(n_predict),
         prompt_(n_prompt, 0),
@@ -66,6 +70,7 @@ class FakeSession final : public PressContext {
   void prefill_blocks(Press& press, int block, const std::function<void()>& watch = {}) {
     while (n_past_ < n_prompt()) {
       const int n = int(std::min<int64_t>(block, n_prompt() - n_past_));
+      press.before_prefill_block(*this, n);
       forward(n);
       if (watch) watch();
       press.after_prefill_block(*this);
@@ -134,9 +139,14 @@ class FakeSession final : public PressContext {
         v[i] = normal(rng_);
       }
       for (float& x : q) x = 1.5f * normal(rng_);
+      cache_.append(layer, k.data(), v.data(), n, pos.data());
+      std::vector<uint8_t> stored(row_bytes(page_type_, kHeadDim));
+      for (size_t r = 0; r < k.size() / kHeadDim; ++r) {  // what the pages hold
+        convert_from_f32(&k[r * kHeadDim], page_type_, stored.data(), kHeadDim);
+        convert_to_f32(page_type_, stored.data(), &k[r * kHeadDim], kHeadDim);
+      }
       keys_[layer].insert(keys_[layer].end(), k.begin(), k.end());
       queries_[layer].insert(queries_[layer].end(), q.begin(), q.end());
-      cache_.append(layer, k.data(), v.data(), n, pos.data());
       cache_.attend(layer, q.data(), n, out.data(), pool_);
     }
     n_past_ += n;
@@ -144,6 +154,7 @@ class FakeSession final : public PressContext {
 
   ModelConfig config_;
   PagedKvCache cache_;
+  DType page_type_;
   int64_t budget_;
   int n_predict_;
   std::vector<int32_t> prompt_;
@@ -648,6 +659,71 @@ TEST(PressKeyDiff, BlockPrefillOfAPrompt16TimesTheBudgetHoldsAtMostBudgetPlusBlo
     EXPECT_EQ(watcher.peak, budget + block) << "kv heads " << kv_heads;
     for (int l = 0; l < session.kv().n_layers(); ++l)
       for (int h = 0; h < kv_heads; ++h) EXPECT_EQ(session.kv().head(l, h).size(), budget);
+  }
+}
+
+// ---- page types ----
+
+// Scores on f16 and bf16 pages against the f64 references over the keys the pages hold (the
+// rows rounded through the type): attention-based scores (H2O's column sums, TOVA's last row,
+// SnapKV's window votes) and key-based ones (KNorm, KeyDiff), within the f32 bound (1e-5
+// relative). q8_0 needs head_dim 32 (these fixtures use 16); its attention is checked in
+// test_kv_cache.cpp.
+TEST(PressScoresPageTypes, ScoresFollowTheStoredKeys) {
+  const int64_t n = 45, budget = 14;
+  const ModelConfig c = make_config(2, 4, 2);
+  for (DType t : {DType::F16, DType::BF16}) {
+    SCOPED_TRACE(dtype_name(t));
+    {
+      FakeSession s(c, n, budget, 0, 11, t);
+      const auto press = make_press("h2o", {});
+      s.begin(*press);
+      s.prefill_blocks(*press, 16);
+      for (int l = 0; l < 2; ++l)
+        for (int h = 0; h < 2; ++h) {
+          std::vector<double> want = group_mean_column_sums(s, l, h, n, 0);
+          for (int64_t j = n - 7; j < n; ++j) want[j] = INFINITY;
+          expect_scores(as_scorer(*press).score(s, l, h), want);
+        }
+    }
+    {
+      FakeSession s(c, n, budget, 0, 12, t);
+      const auto press = make_press("tova", {});
+      s.begin(*press);
+      s.prefill_blocks(*press, 16);
+      for (int l = 0; l < 2; ++l)
+        for (int h = 0; h < 2; ++h) expect_scores(as_scorer(*press).score(s, l, h), group_mean_column_sums(s, l, h, n, n - 1));
+    }
+    {
+      FakeSession s(c, n, budget, 0, 13, t);
+      const auto press = make_press("snapkv", {"window=8", "pooling=none"});
+      s.begin(*press);
+      s.prefill_blocks(*press, 16);
+      for (int l = 0; l < 2; ++l)
+        for (int h = 0; h < 2; ++h) {
+          std::vector<double> want = group_mean_column_sums(s, l, h, n, n - 8);
+          for (int64_t j = n - 8; j < n; ++j) want[j] = INFINITY;
+          expect_scores(as_scorer(*press).score(s, l, h), want);
+        }
+    }
+    {
+      FakeSession s(c, n, budget, 0, 14, t);
+      const auto knorm = make_press("knorm", {}), keydiff = make_press("keydiff", {});
+      const auto filler = make_press("full", {});
+      s.begin(*filler);
+      s.prefill_blocks(*filler, 45);
+      for (int l = 0; l < 2; ++l)
+        for (int h = 0; h < 2; ++h) {
+          std::vector<const float*> keys;
+          std::vector<double> norms;
+          for (int64_t j = 0; j < n; ++j) {
+            keys.push_back(s.key_at(l, j, h));
+            norms.push_back(-std::sqrt(dot(keys.back(), keys.back())));
+          }
+          expect_scores(as_scorer(*knorm).score(s, l, h), norms);
+          expect_scores(as_scorer(*keydiff).score(s, l, h), keydiff_reference(keys, {}, budget));
+        }
+    }
   }
 }
 

@@ -70,7 +70,7 @@ TEST(QuantModel, MixedTypesPerTensorLoadAndRunLikeTheirDequantisedCopy) {
   ThreadPool pool(2);
   std::vector<int32_t> tokens = {1, 50, 99, 7, 200, 31};
   auto logits = [&](const Model& m) {
-    PagedKvCache cache(m.config(), 64);
+    PagedKvCache cache(kv_shape(m.config()), 64);
     Forward fwd(m, 8);
     const float* l = fwd.run(tokens.data(), int(tokens.size()), 0, cache, pool, false);
     return std::vector<float>(l, l + m.config().n_vocab);

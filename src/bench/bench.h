@@ -18,6 +18,7 @@ struct BenchOptions {
   int batch = 512;
   uint64_t seed = 1;
   CompressionOptions compression;  // the method measured (prefill includes its scoring)
+  EngineOptions engine;            // only the KV page types are read (batch and context are set per run)
   void validate() const;
 };
 

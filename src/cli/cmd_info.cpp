@@ -11,6 +11,17 @@ namespace kvslim::cli {
 
 namespace {
 
+// Keys and values of every layer and KV head for one token, per KV page type
+// (--cache-type-k/-v); q8_0 only when the head size is a multiple of 32.
+nlohmann::json kv_bytes_by_type(const ModelConfig& c) {
+  nlohmann::json out = nlohmann::json::object();
+  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0}) {
+    if (t == DType::Q8_0 && c.head_dim % kQ8Block != 0) continue;
+    out[dtype_name(t)] = uint64_t(c.n_layers) * c.n_kv_heads * 2 * kv_row_bytes(t, c.head_dim);
+  }
+  return out;
+}
+
 nlohmann::json describe(const Model& model) {
   const ModelConfig& c = model.config();
   std::map<std::string, int> tensor_types;
@@ -36,7 +47,8 @@ nlohmann::json describe(const Model& model) {
       {"output_type", dtype_name(model.output().type)},
       {"tensors", model.file().tensors().size()},
       {"weight_bytes", model.weight_bytes()},
-      {"kv_bytes_per_token", model.kv_bytes_per_token()},
+      {"kv_bytes_per_token", model.kv_bytes_per_token()},  // f32 pages
+      {"kv_bytes_per_token_by_type", kv_bytes_by_type(c)},
       {"tokenizer", {{"model", tok.model_name()}, {"pre", tok.pre_name()}, {"tokens", tok.n_vocab()},
                      {"bos", tok.bos_id()}, {"eos", tok.eos_id()}, {"add_bos", tok.add_bos_by_default()}}},
   };

@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <cstring>
+#include <tuple>
+#include <utility>
 
 #include "gguf/gguf.h"
 #include "model/fingerprint.h"
@@ -34,25 +36,58 @@ std::vector<uint8_t> bytes_of(const std::vector<T>& v) {
   return b;
 }
 
-// The one place that reads cached rows for a file: K and V of every kept token as f32 (the
-// element type tagged on the tensors). A cache storing another element type converts here.
-void head_rows(const HeadCache& head, int head_dim, std::vector<float>& keys, std::vector<float>& values,
-               std::vector<int64_t>& positions) {
+// The one place that reads cached rows for a file: K and V of every kept token in the types
+// the pages store them (no conversion, so saving never loses precision; each tensor is tagged
+// with its type).
+void head_rows(const HeadCache& head, const PagePool& pool, KvFileHead& rows) {
   const int64_t n = head.size();
-  keys.resize(size_t(n) * head_dim);
-  values.resize(size_t(n) * head_dim);
-  positions.resize(size_t(n));
+  rows.key_type = pool.key_type();
+  rows.value_type = pool.value_type();
+  const size_t kb = pool.key_row_bytes(), vb = pool.value_row_bytes();
+  rows.keys.resize(size_t(n) * kb);
+  rows.values.resize(size_t(n) * vb);
+  rows.positions.resize(size_t(n));
   for (int64_t i = 0; i < n; ++i) {
-    std::memcpy(&keys[size_t(i) * head_dim], head.key(i), sizeof(float) * head_dim);
-    std::memcpy(&values[size_t(i) * head_dim], head.value(i), sizeof(float) * head_dim);
-    positions[size_t(i)] = head.position(i);
+    std::memcpy(&rows.keys[size_t(i) * kb], head.key_data(i), kb);
+    std::memcpy(&rows.values[size_t(i) * vb], head.value_data(i), vb);
+    rows.positions[size_t(i)] = head.position(i);
   }
 }
 
-// ... and the one place that writes them back.
+// ... and the one place that writes them back: rows of the pool's types are copied as they
+// are; a file saved with other page types (--cache-type-k/-v changed) converts through f32.
 void append_rows(const KvFileHead& rows, int head_dim, HeadCache& head, PagePool& pool) {
-  for (size_t i = 0; i < rows.positions.size(); ++i)
-    head.append(&rows.keys[i * head_dim], &rows.values[i * head_dim], rows.positions[i], pool);
+  const size_t kb = row_bytes(rows.key_type, head_dim), vb = row_bytes(rows.value_type, head_dim);
+  if (rows.key_type == pool.key_type() && rows.value_type == pool.value_type()) {
+    for (size_t i = 0; i < rows.positions.size(); ++i)
+      head.append_stored(&rows.keys[i * kb], &rows.values[i * vb], rows.positions[i], pool);
+    return;
+  }
+  std::vector<float> key(static_cast<size_t>(head_dim)), value(static_cast<size_t>(head_dim));
+  for (size_t i = 0; i < rows.positions.size(); ++i) {
+    convert_to_f32(rows.key_type, &rows.keys[i * kb], key.data(), head_dim);
+    convert_to_f32(rows.value_type, &rows.values[i * vb], value.data(), head_dim);
+    head.append(key.data(), value.data(), rows.positions[i], pool);
+  }
+}
+
+// A K or V tensor of one head: any KV page type, n rows of head_dim; returns its type and bytes.
+std::pair<DType, std::vector<uint8_t>> read_rows(const gguf::File& file, const std::string& name, int64_t n,
+                                                 uint64_t head_dim) {
+  const gguf::TensorInfo* t = file.find_tensor(name);
+  if (!t) fail("tensor {} is missing", name);
+  DType type = DType::F32;
+  bool kv_type = false;
+  for (DType candidate : {DType::F32, DType::F16, DType::BF16, DType::Q8_0})
+    if (t->type == ggml_type_id(candidate)) type = candidate, kv_type = true;
+  if (!kv_type)
+    fail("tensor {} has element type {}, expected f32, f16, bf16 or q8_0", name, gguf::tensor_type_name(t->type));
+  if (t->n_elements != uint64_t(n) * head_dim)
+    fail("tensor {} has {} elements, expected {}", name, t->n_elements, uint64_t(n) * head_dim);
+  const size_t bytes = row_bytes(type, int64_t(head_dim)) * size_t(n);
+  if (t->n_bytes != bytes) fail("tensor {} holds {} bytes, expected {}", name, t->n_bytes, bytes);
+  const uint8_t* data = file.tensor_data(*t);
+  return {type, std::vector<uint8_t>(data, data + bytes)};
 }
 
 // A tensor that must exist with the given type and element count; returns its bytes.
@@ -129,9 +164,8 @@ KvFileContents read_contents(const gguf::File& file, const Model& model, const E
       if (n > options.context) fail("head {}.{} holds {} tokens, more than --ctx {}", l, h, n, options.context);
       KvFileHead& head = c.heads[size_t(l) * config.n_kv_heads + h];
       if (n == 0) continue;
-      const uint32_t f32 = uint32_t(gguf::TensorType::F32);
-      head.keys = read_array<float>(file, head_name(l, h, "k"), f32, uint64_t(n) * head_dim);
-      head.values = read_array<float>(file, head_name(l, h, "v"), f32, uint64_t(n) * head_dim);
+      std::tie(head.key_type, head.keys) = read_rows(file, head_name(l, h, "k"), n, head_dim);
+      std::tie(head.value_type, head.values) = read_rows(file, head_name(l, h, "v"), n, head_dim);
       head.positions = read_array<int64_t>(file, head_name(l, h, "pos"), kTypeI64, uint64_t(n));
       for (int64_t i = 0; i < n; ++i) {
         const int64_t p = head.positions[size_t(i)];
@@ -180,18 +214,17 @@ void write_kv_file(const std::string& path, const Session& session, const KvFile
   add("last_logits", uint32_t(gguf::TensorType::F32), {snap.last_logits.size()}, bytes_of(snap.last_logits));
 
   std::vector<int32_t> sizes;
-  std::vector<float> keys, values;
-  std::vector<int64_t> positions;
+  KvFileHead rows;
   const int d = kv.head_dim();
   for (int l = 0; l < kv.n_layers(); ++l)
     for (int h = 0; h < kv.n_kv_heads(); ++h) {
-      head_rows(kv.head(l, h), d, keys, values, positions);
-      sizes.push_back(int32_t(positions.size()));
-      if (positions.empty()) continue;
-      const uint64_t n = positions.size();
-      add(head_name(l, h, "k"), uint32_t(gguf::TensorType::F32), {uint64_t(d), n}, bytes_of(keys));
-      add(head_name(l, h, "v"), uint32_t(gguf::TensorType::F32), {uint64_t(d), n}, bytes_of(values));
-      add(head_name(l, h, "pos"), kTypeI64, {n}, bytes_of(positions));
+      head_rows(kv.head(l, h), kv.pool(), rows);
+      sizes.push_back(int32_t(rows.positions.size()));
+      if (rows.positions.empty()) continue;
+      const uint64_t n = rows.positions.size();
+      add(head_name(l, h, "k"), ggml_type_id(rows.key_type), {uint64_t(d), n}, std::move(rows.keys));
+      add(head_name(l, h, "v"), ggml_type_id(rows.value_type), {uint64_t(d), n}, std::move(rows.values));
+      add(head_name(l, h, "pos"), kTypeI64, {n}, bytes_of(rows.positions));
     }
   w.set("kvslim.kv.head_sizes", gguf::Value::of_i32_array(sizes));
 

@@ -2,8 +2,9 @@
 // token history and last logits, the method (name, options, budget) with the state it needs to
 // go on (Press::save_state), and the model fingerprint. A GGUF file (our validated reader and
 // atomic writer); the layout is in docs/conversations.md. Every K/V tensor carries its element
-// type as its GGUF tensor type, and all reading and writing of cached rows goes through
-// head_rows()/append_rows() in kv_file.cpp, so a new KV page element type changes one place.
+// type (the pages' stored type, kept as it is) as its GGUF tensor type, and all reading and
+// writing of cached rows goes through head_rows()/append_rows() in kv_file.cpp, so a new KV page
+// element type changes one place.
 #pragma once
 
 #include <cstdint>
@@ -12,6 +13,7 @@
 
 #include "engine/session.h"
 #include "model/model.h"
+#include "tensor/dtype.h"
 
 namespace kvslim {
 
@@ -24,10 +26,12 @@ struct KvFileMeta {
   std::string attachment;        // a layer above's text (chat: its messages as JSON); "" if none
 };
 
-// One head's kept tokens, as read from a file.
+// One head's kept tokens, as read from a file: the rows in the element types the saving
+// session's pages stored (f32, f16, bf16 or q8_0; keys and values chosen apart).
 struct KvFileHead {
-  std::vector<float> keys, values;  // [n][head_dim]
-  std::vector<int64_t> positions;   // strictly ascending, < history length
+  DType key_type = DType::F32, value_type = DType::F32;
+  std::vector<uint8_t> keys, values;  // [n] rows of row_bytes(type, head_dim)
+  std::vector<int64_t> positions;     // strictly ascending, < history length
 };
 
 // A fully read and validated file, not yet applied to any session.

@@ -1,6 +1,7 @@
 // Scaled dot-product attention of the query heads that share one KV head over that head's
 // paged tokens (a HeadCache): dense causal attention for a block of queries, and sparse
-// attention of one query over a subset of the tokens. Scale 1/sqrt(head_dim).
+// attention of one query over a subset of the tokens. Scale 1/sqrt(head_dim). Keys and values
+// are read in the head's stored types (f32, f16, bf16, q8_0) without an f32 copy of the cache.
 #pragma once
 
 #include <cstdint>
@@ -18,6 +19,7 @@ constexpr int64_t kAttentionQueryTile = 128;
 // the kernels never allocate.
 struct AttentionScratch {
   std::vector<float> scores;
+  std::vector<float> rows;  // decoded f16/bf16/q8_0 rows: one row (decode) or one page (prefill)
 };
 
 // Floats of AttentionScratch::scores the kernels need for `n_q_heads` query heads (decode) or

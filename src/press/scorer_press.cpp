@@ -1,8 +1,18 @@
 #include "press/scorer_press.h"
 
+#include <algorithm>
+
 #include "press/select.h"
 
 namespace kvslim {
+
+OptionSpec prefill_evict_option() {
+  return {"prefill", "end",
+          "end: evict once the prompt is cached (the paper's setting); block: after every prefill block, so a head "
+          "holds at most budget + block tokens (docs/kv-cache.md)"};
+}
+
+bool block_eviction(const PressOptions& o) { return o.get_choice("prefill", {"end", "block"}) == "block"; }
 
 std::vector<int32_t> ScorerPress::select(PressContext&, int, int, std::span<const float> scores, int64_t budget) {
   return top_k_ascending(scores, budget);
@@ -14,7 +24,16 @@ void ScorerPress::keep(PressContext& ctx, int layer, int kv_head, std::span<cons
 }
 
 void ScorerPress::compress(PressContext& ctx) {
-  for (int layer = 0; layer < ctx.cache().n_layers(); ++layer) compress_layer(ctx, layer, ctx.budget());
+  PagedKvCache& cache = ctx.cache();
+  std::vector<int64_t> budgets(cache.n_layers());
+  bool over = false;
+  for (int layer = 0; layer < cache.n_layers(); ++layer) {
+    budgets[layer] = layer_budget(ctx, layer);
+    over = over || (selection_ ? selection_->over_budget(ctx, layer, budgets[layer]) : cache.n_tokens(layer) > budgets[layer]);
+  }
+  if (!over) return;  // within budget: no extra forward pass (DapQ, LookaheadKV)
+  prepare_scores(ctx);
+  for (int layer = 0; layer < cache.n_layers(); ++layer) compress_layer(ctx, layer, budgets[layer]);
 }
 
 void ScorerPress::compress_layer(PressContext& ctx, int layer, int64_t budget) {
@@ -26,6 +45,12 @@ void ScorerPress::compress_layer(PressContext& ctx, int layer, int64_t budget) {
     ctx.record_scores(layer, h, scores);
     keep(ctx, layer, h, select(ctx, layer, h, scores, budget));
   }
+}
+
+int64_t largest_head(PagedKvCache& cache) {
+  int64_t largest = 0;
+  for (int layer = 0; layer < cache.n_layers(); ++layer) largest = std::max(largest, cache.n_tokens(layer));
+  return largest;
 }
 
 }  // namespace kvslim

@@ -12,7 +12,8 @@
 // The wrapped method runs unchanged: every hook (probes, begin, block ends, end of prefill, the
 // appended rows DapQ and LookaheadKV score with, decode steps, the extended question) is
 // forwarded to it, and adakv installs itself as its LayerSelection, so wherever the method would
-// evict a layer (end of prefill, each KeyDiff block, each H2O/TOVA/KeyDiff decode step) the
+// evict a layer (end of prefill, each prefill block with prefill=block, each KeyDiff block, each
+// H2O/TOVA/KeyDiff decode step) the
 // joint choice is made instead, with the method's own scores. A layer is compressed when it
 // holds more than n_kv_heads * budget tokens in total (heads may hold more than the budget).
 #include <algorithm>
@@ -32,8 +33,11 @@ namespace {
 
 class AdaKvPress final : public Press, private LayerSelection {
  public:
-  AdaKvPress(std::unique_ptr<Press> inner, ScorerPress& scorer, double floor)
+  // prefill=block turns the scorer's block-wise eviction on (its probes follow the blocks and it
+  // compresses after every block, through this selection).
+  AdaKvPress(std::unique_ptr<Press> inner, ScorerPress& scorer, double floor, bool block)
       : inner_(std::move(inner)), floor_(floor) {
+    if (block) scorer.set_block_eviction(true);
     scorer.set_layer_selection(this);
   }
 
@@ -43,18 +47,33 @@ class AdaKvPress final : public Press, private LayerSelection {
   int prefill_block() const override { return inner_->prefill_block(); }
   void check_budget(int64_t budget) const override { inner_->check_budget(budget); }
   void begin(PressContext& ctx) override { inner_->begin(ctx); }
+  void before_prefill_block(PressContext& ctx, int64_t n_tokens) override {
+    inner_->before_prefill_block(ctx, n_tokens);
+  }
   void after_prefill_block(PressContext& ctx) override { inner_->after_prefill_block(ctx); }
   void end_prefill(PressContext& ctx) override { inner_->end_prefill(ctx); }
   void after_extend(PressContext& ctx) override { inner_->after_extend(ctx); }
   void after_decode_step(PressContext& ctx) override { inner_->after_decode_step(ctx); }
+  void begin_turn(PressContext& ctx) override { inner_->begin_turn(ctx); }
+  void rewind(PressContext& ctx) override { inner_->rewind(ctx); }
+  void save_state(PressState& state) const override { inner_->save_state(state); }
+  void load_state(PressContext& ctx, const PressState& state) override { inner_->load_state(ctx, state); }
+  std::optional<TokenCost> token_cost() const override { return inner_->token_cost(); }
+
+  // LayerSelection: a layer is compressed when its heads together hold more than
+  // n_kv_heads * budget tokens (one head may hold more than the budget).
+  bool over_budget(PressContext& ctx, int layer, int64_t budget) const override {
+    const PagedKvCache& cache = ctx.cache();
+    int64_t total = 0;
+    for (int h = 0; h < cache.n_kv_heads(); ++h) total += cache.head(layer, h).size();
+    return total > int64_t(cache.n_kv_heads()) * budget;
+  }
 
   // LayerSelection: the layer's n_kv_heads * budget best scores, each head first keeping its floor.
   void compress_layer(PressContext& ctx, ScorerPress& scorer, int layer, int64_t budget) override {
+    if (!over_budget(ctx, layer, budget)) return;
     const PagedKvCache& cache = ctx.cache();
     const int n_heads = cache.n_kv_heads();
-    int64_t total = 0;
-    for (int h = 0; h < n_heads; ++h) total += cache.head(layer, h).size();
-    if (total <= int64_t(n_heads) * budget) return;
 
     const int64_t floor_count = std::min<int64_t>(budget, int64_t(std::floor(floor_ * double(budget))));
     int64_t remaining = int64_t(n_heads) * budget;
@@ -117,13 +136,14 @@ std::vector<std::string> split_options(const std::string& list) {
 std::unique_ptr<Press> make_adakv(const PressOptions& o) {
   const std::string name = o.get_string("scorer");
   const double floor = o.get_double("floor", 0.0, 1.0);
+  const bool block = block_eviction(o);
   if (name == "adakv") fail("adakv: option scorer=adakv: 'adakv' cannot wrap itself");
   for (const PressInfo& info : press_registry()) {
     if (info.name != name) continue;
     std::unique_ptr<Press> inner = info.make(PressOptions(info.name, info.options, split_options(o.get_string("inner"))));
     auto* scorer = dynamic_cast<ScorerPress*>(inner.get());
     if (!scorer) fail("adakv: option scorer={}: '{}' is not a score-based method (it cannot be wrapped)", name, name);
-    return std::make_unique<AdaKvPress>(std::move(inner), *scorer, floor);
+    return std::make_unique<AdaKvPress>(std::move(inner), *scorer, floor, block);
   }
   std::vector<std::string> names;
   for (const PressInfo& info : press_registry()) names.push_back(info.name);
@@ -136,7 +156,8 @@ PressInfo adakv_press() {
   return {"adakv", "adaptive per-head budgets: the layer's best scores across KV heads, with a per-head floor",
           {{"scorer", "snapkv", "score-based method to wrap (also `adakv:<scorer>`)"},
            {"inner", "", "the scorer's options, comma-separated key=value (e.g. window=16,kernel=5)"},
-           {"floor", "0.2", "each head keeps at least floor(floor * budget) of its own best tokens"}},
+           {"floor", "0.2", "each head keeps at least floor(floor * budget) of its own best tokens"},
+           prefill_evict_option()},
           make_adakv};
 }
 

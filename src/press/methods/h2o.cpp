@@ -96,13 +96,19 @@ class ColumnSums final : public AttentionProbe {
 
 class H2oPress final : public ScorerPress {
  public:
-  H2oPress(double recent, bool decode) : recent_(recent), decode_(decode) {}
+  H2oPress(double recent, bool decode, bool block) : recent_(recent), decode_(decode) { set_block_eviction(block); }
 
   AttentionProbe* prefill_probe() override { return &sums_; }
   AttentionProbe* decode_probe() override { return decode_ ? &sums_ : nullptr; }
 
   void begin(PressContext& ctx) override {
     const int64_t n = ctx.n_prompt();
+    if (block_) {
+      // Block-wise the sums grow with each block's rows and are compacted at every eviction, so
+      // they are never sized for the whole prompt.
+      sums_.reset(ctx.config(), 0, std::min(n, ctx.budget()) + 1);
+      return;
+    }
     const int64_t largest_head = std::max(n, std::min(ctx.budget(), n + ctx.n_predict()));
     sums_.reset(ctx.config(), n, decode_ ? largest_head + 1 : n);
   }
@@ -166,6 +172,7 @@ class H2oPress final : public ScorerPress {
     keep(ctx, layer, kv_head, keep_);
   }
 
+ protected:
   // Each query head's sums follow the eviction of its KV head.
   void after_keep(PressContext& ctx, int layer, int kv_head, std::span<const int32_t> keep) override {
     const int group = ctx.config().group_size();
@@ -176,6 +183,7 @@ class H2oPress final : public ScorerPress {
     }
   }
 
+ private:
   double recent_;
   bool decode_;
   ColumnSums sums_;
@@ -188,9 +196,10 @@ class H2oPress final : public ScorerPress {
 PressInfo h2o_press() {
   return {"h2o", "heavy hitters: attention received from every query so far, plus the most recent tokens",
           {{"recent", "0.5", "fraction of the budget kept for the most recent tokens (R = floor(recent * budget))"},
-           {"decode", "true", "keep accumulating in decode and evict the lowest-scored non-recent token"}},
+           {"decode", "true", "keep accumulating in decode and evict the lowest-scored non-recent token"},
+           prefill_evict_option()},
           [](const PressOptions& o) {
-            return std::make_unique<H2oPress>(o.get_double("recent", 0.0, 1.0), o.get_bool("decode"));
+            return std::make_unique<H2oPress>(o.get_double("recent", 0.0, 1.0), o.get_bool("decode"), block_eviction(o));
           }};
 }
 

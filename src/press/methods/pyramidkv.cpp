@@ -36,15 +36,15 @@ class PyramidKvPress final : public SnapKvScorer {
  public:
   PyramidKvPress(const SnapKvSettings& settings, int beta) : SnapKvScorer("pyramidkv", settings), beta_(beta) {}
 
-  void end_prefill(PressContext& ctx) override {
-    PagedKvCache& cache = ctx.cache();
+  // Each layer's own budget, at the end of prefill and, block-wise, after every block (a head of
+  // layer l holds at most layer_budget(l) + block tokens; the layers' budgets sum to L * budget).
+  // A prompt within the budget is left whole; a budget that cannot hold the window keeps the last
+  // `budget` tokens in every layer.
+  int64_t layer_budget(PressContext& ctx, int layer) override {
     const int64_t budget = ctx.budget();
-    if (ctx.n_prompt() <= budget) return;
-    // A budget that cannot hold the window keeps the last `budget` tokens in every layer.
     const int64_t b = budget - window();
-    const std::vector<int64_t> prefix = b > 0 ? pyramid_prefix_budgets(cache.n_layers(), b, beta_) : std::vector<int64_t>{};
-    for (int layer = 0; layer < cache.n_layers(); ++layer)
-      compress_layer(ctx, layer, b > 0 ? prefix[layer] + window() : budget);  // heads within it are untouched
+    if (ctx.n_prompt() <= budget || b <= 0) return budget;
+    return pyramid_prefix_budgets(ctx.cache().n_layers(), b, beta_)[layer] + window();
   }
 
  private:
@@ -56,9 +56,12 @@ class PyramidKvPress final : public SnapKvScorer {
 PressInfo pyramidkv_press() {
   std::vector<OptionSpec> options = snapkv_option_specs();
   options.push_back({"beta", "20", "β: the last layer keeps b/β prefix tokens, the first 2b - b/β (b = budget - window)"});
+  options.push_back(prefill_evict_option());
   return {"pyramidkv", "SnapKV scores with per-layer budgets decreasing linearly with depth", options,
           [](const PressOptions& o) {
-            return std::make_unique<PyramidKvPress>(snapkv_settings(o), o.get_int("beta", 1, 1 << 20));
+            SnapKvSettings settings = snapkv_settings(o);
+            settings.block = block_eviction(o);
+            return std::make_unique<PyramidKvPress>(settings, o.get_int("beta", 1, 1 << 20));
           }};
 }
 

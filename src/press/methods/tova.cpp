@@ -10,10 +10,18 @@ namespace {
 
 class TovaPress final : public ScorerPress {
  public:
+  explicit TovaPress(bool block) { set_block_eviction(block); }
+
   AttentionProbe* prefill_probe() override { return &last_row_; }
   AttentionProbe* decode_probe() override { return &last_row_; }
 
-  void begin(PressContext& ctx) override { last_row_.reset(ctx.config(), ctx.n_prompt(), ctx.n_prompt() - 1); }
+  void begin(PressContext& ctx) override {
+    if (!block_) last_row_.reset(ctx.config(), ctx.n_prompt(), ctx.n_prompt() - 1);
+  }
+  // Block-wise, the block's last query decides.
+  void before_prefill_block(PressContext& ctx, int64_t n_tokens) override {
+    if (block_) last_row_.reset(ctx.config(), largest_head(ctx.cache()) + n_tokens, ctx.n_past() + n_tokens - 1);
+  }
 
   std::vector<float> score(PressContext& ctx, int layer, int kv_head) override {
     std::vector<float> s = last_row_.group_mean(layer, kv_head);
@@ -22,7 +30,7 @@ class TovaPress final : public ScorerPress {
   }
 
   void end_prefill(PressContext& ctx) override {
-    ScorerPress::end_prefill(ctx);
+    compress(ctx);
     prepare_next_step(ctx);
   }
 
@@ -49,8 +57,9 @@ class TovaPress final : public ScorerPress {
 }  // namespace
 
 PressInfo tova_press() {
-  return {"tova", "the last query's attention ranks tokens; decode evicts the least attended token each step", {},
-          [](const PressOptions&) { return std::make_unique<TovaPress>(); }};
+  return {"tova", "the last query's attention ranks tokens; decode evicts the least attended token each step",
+          {prefill_evict_option()},
+          [](const PressOptions& o) { return std::make_unique<TovaPress>(block_eviction(o)); }};
 }
 
 }  // namespace kvslim
