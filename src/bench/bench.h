@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "engine/session.h"
@@ -16,6 +17,9 @@ struct BenchOptions {
   int decode_tokens = 16;  // tokens decoded per repetition at each context length
   int batch = 512;
   uint64_t seed = 1;
+  // Time each op of the decode steps (and a sampling call per step, which plain decode
+  // measurements leave out): BenchPoint::profile.
+  bool profile = false;
   CompressionOptions compression;  // the method measured (prefill includes its scoring)
   void validate() const;
 };
@@ -25,6 +29,13 @@ struct Summary {
   static Summary of(std::vector<double> values);
 };
 
+// One op's share of a decode step (see util/op_profile.h).
+struct OpTime {
+  std::string op;
+  double ms_per_token = 0;
+  double calls_per_token = 0;
+};
+
 struct BenchPoint {
   int length = 0;         // prompt length (prefill) or context length (decode)
   Summary tokens_per_s;
@@ -32,6 +43,7 @@ struct BenchPoint {
   Summary score_ms;       // prefill only: time in the method's hooks
   uint64_t kv_bytes = 0;  // KV bytes held when the measurement ended
   uint64_t kv_bytes_peak = 0;
+  std::vector<OpTime> profile;  // decode with BenchOptions::profile only
 };
 
 struct BenchReport {

@@ -8,6 +8,7 @@
 #include "model/fingerprint.h"
 #include "press/registry.h"
 #include "util/error.h"
+#include "util/op_profile.h"
 
 namespace kvslim {
 
@@ -128,7 +129,10 @@ void Session::reserve_decode_pages() {
 const float* Session::decode(int32_t token) {
   const float* logits = forward_.run(&token, 1, n_past_, cache_, pool_);
   ++n_past_;
-  if (press_) timed(&Press::after_decode_step);
+  if (press_) {
+    ProfileScope prof(ProfOp::PressHooks);
+    timed(&Press::after_decode_step);
+  }
   return logits;
 }
 

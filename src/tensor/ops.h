@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 
 #include "tensor/dtype.h"
 #include "util/thread_pool.h"
@@ -12,6 +13,11 @@ namespace kvslim {
 // y[r] = sum_c W[r][c] * x[c] for every row r. x has W.cols floats, y has W.rows floats.
 // Decode's hot path: allocation-free after the first call on a thread.
 void matvec(const WeightView& w, const float* x, float* y, ThreadPool& pool);
+
+// ys[i] = ws[i] x for several matrices that read the same x (decode's q/k/v and gate/up): one
+// pool dispatch and one preparation of x for all of them, when they share a type and width
+// (otherwise one matvec each). Each y is bit-identical to matvec's.
+void matvec_multi(std::span<const WeightView> ws, const float* x, std::span<float* const> ys, ThreadPool& pool);
 
 // Y[t][r] = sum_c W[r][c] * X[t][c] for t < n. X is n x W.cols, Y is n x W.rows (row-major).
 void matmul(const WeightView& w, const float* x, int64_t n, float* y, ThreadPool& pool);
