@@ -182,7 +182,7 @@ std::vector<int32_t> test_tokens(int n, int n_vocab) {
 // All logits of a prompt run as blocks of `block` tokens.
 std::vector<float> engine_logits(const Model& model, const std::vector<int32_t>& tokens, int block, int threads) {
   ThreadPool pool(threads);
-  PagedKvCache cache(model.config(), int64_t(tokens.size()));
+  PagedKvCache cache(kv_shape(model.config()), int64_t(tokens.size()));
   Forward forward(model, block);
   const int n_vocab = model.config().n_vocab;
   std::vector<float> all;
@@ -293,7 +293,7 @@ TEST(Forward, OneAndTwoThreadsGiveIdenticalLogits) {
 TEST(Forward, TokenOutsideVocabularyIsAnError) {
   const auto model = Model::load(make_model(tm(Arch::Llama, DType::F32)));
   ThreadPool pool(1);
-  PagedKvCache cache(model->config(), 4);
+  PagedKvCache cache(kv_shape(model->config()), 4);
   Forward forward(*model, 4);
   const int32_t bad = model->config().n_vocab;
   EXPECT_THROW(forward.run(&bad, 1, 0, cache, pool), Error);

@@ -40,14 +40,14 @@ TEST(KvCachePagePool, BytesAccounting) {
   EXPECT_EQ(pool.bytes_mapped(), 3 * pool.page_bytes());
   // The three parts of a page are writable and do not overlap.
   for (KvPage* p : {a, b, c}) {
-    std::fill(p->keys, p->keys + 16 * 64, 1.0f);
-    std::fill(p->values, p->values + 16 * 64, 2.0f);
+    std::fill_n(reinterpret_cast<float*>(p->keys), 16 * 64, 1.0f);
+    std::fill_n(reinterpret_cast<float*>(p->values), 16 * 64, 2.0f);
     std::fill(p->positions, p->positions + 16, int64_t(3));
   }
   for (KvPage* p : {a, b, c}) {
-    EXPECT_EQ(p->keys[16 * 64 - 1], 1.0f);
-    EXPECT_EQ(p->values[0], 2.0f);
-    EXPECT_EQ(p->values[16 * 64 - 1], 2.0f);
+    EXPECT_EQ(reinterpret_cast<float*>(p->keys)[16 * 64 - 1], 1.0f);
+    EXPECT_EQ(reinterpret_cast<float*>(p->values)[0], 2.0f);
+    EXPECT_EQ(reinterpret_cast<float*>(p->values)[16 * 64 - 1], 2.0f);
     EXPECT_EQ(p->positions[0], 3);
   }
   pool.release(b);
@@ -94,7 +94,7 @@ TEST(KvCachePagePool, PagesBeyondTheReserveAreUnmapped) {
   std::vector<KvPage*> pages;
   for (int i = 0; i < 6; ++i) {
     pages.push_back(pool.acquire());
-    std::fill(pages.back()->keys, pages.back()->keys + 32 * 64, float(i));  // touch the memory
+    std::fill_n(reinterpret_cast<float*>(pages.back()->keys), 32 * 64, float(i));  // touch the memory
   }
   EXPECT_EQ(pool.bytes_mapped(), 6 * pool.page_bytes());
   pool.release(pages[5]);
@@ -137,8 +137,8 @@ void expect_same(const HeadCache& head, const NaiveHead& naive, int hd) {
   ASSERT_EQ(head.size(), int64_t(naive.size()));
   for (size_t i = 0; i < naive.size(); ++i) {
     ASSERT_EQ(head.position(int64_t(i)), naive.positions[i]) << "token " << i;
-    ASSERT_EQ(std::memcmp(head.key(int64_t(i)), naive.keys[i].data(), hd * sizeof(float)), 0) << "key " << i;
-    ASSERT_EQ(std::memcmp(head.value(int64_t(i)), naive.values[i].data(), hd * sizeof(float)), 0) << "value " << i;
+    ASSERT_EQ(std::memcmp(head.key_data(int64_t(i)), naive.keys[i].data(), hd * sizeof(float)), 0) << "key " << i;
+    ASSERT_EQ(std::memcmp(head.value_data(int64_t(i)), naive.values[i].data(), hd * sizeof(float)), 0) << "value " << i;
   }
 }
 
@@ -166,7 +166,7 @@ TEST(KvCacheHeadCache, AppendAcrossPageBoundaries) {
   EXPECT_EQ(head.pages().size(), 3u);
   EXPECT_EQ(pool.bytes_in_use(), 3 * pool.page_bytes());
   // Token i lives in pages()[i / page_tokens] at row i % page_tokens.
-  EXPECT_EQ(head.key(9), head.pages()[2]->keys + 1 * 8);
+  EXPECT_EQ(head.key_data(9), head.pages()[2]->keys + 1 * 8 * sizeof(float));
   EXPECT_EQ(head.pages()[1]->positions[3], head.position(7));
   head.clear(pool);
   EXPECT_EQ(pool.bytes_in_use(), 0u);
@@ -245,14 +245,9 @@ TEST(KvCacheHeadCache, InvalidRetainIndicesThrowAndChangeNothing) {
 
 // ---- PagedKvCache attention against a double-precision reference ----
 
-ModelConfig shape(int n_kv_heads, int group, int head_dim, int n_layers = 2) {
-  ModelConfig c;
-  c.n_layers = n_layers;
-  c.n_kv_heads = n_kv_heads;
-  c.n_heads = n_kv_heads * group;
-  c.head_dim = head_dim;
-  c.dim = c.n_heads * head_dim;
-  return c;
+KvShape shape(int n_kv_heads, int group, int head_dim, int n_layers = 2, DType k = DType::F32,
+              DType v = DType::F32) {
+  return {n_layers, n_kv_heads * group, n_kv_heads, head_dim, k, v};
 }
 
 // softmax(q·k/sqrt(d)) over the given tokens of a naive head, and the weighted values.
@@ -287,15 +282,24 @@ std::vector<int32_t> first_n(int64_t n) {
   return v;
 }
 
+// x rounded to `type` and back, row by row of hd (f32: unchanged).
+void round_through(DType type, std::vector<float>& x, int hd) {
+  std::vector<uint8_t> stored(row_bytes(type, hd));
+  for (size_t r = 0; r < x.size() / size_t(hd); ++r) {
+    convert_from_f32(&x[r * hd], type, stored.data(), hd);
+    convert_to_f32(type, stored.data(), &x[r * hd], hd);
+  }
+}
+
 // A PagedKvCache with its naive shadow: [layer][kv head].
 struct Fixture {
-  ModelConfig config;
+  KvShape config;
   PagedKvCache cache;
   std::vector<std::vector<NaiveHead>> naive;
   std::mt19937 rng{11};
   int64_t next_pos = 0;
 
-  Fixture(const ModelConfig& c, int64_t capacity, int page_tokens)
+  Fixture(const KvShape& c, int64_t capacity, int page_tokens)
       : config(c),
         cache(c, capacity, page_tokens),
         naive(size_t(c.n_layers), std::vector<NaiveHead>(size_t(c.n_kv_heads))) {}
@@ -309,9 +313,12 @@ struct Fixture {
     next_pos += n;
     std::vector<std::vector<float>> queries;
     for (int l = 0; l < config.n_layers; ++l) {
-      const auto k = random_floats(rng, size_t(n) * kv_dim);
-      const auto v = random_floats(rng, size_t(n) * kv_dim);
+      auto k = random_floats(rng, size_t(n) * kv_dim);
+      auto v = random_floats(rng, size_t(n) * kv_dim);
       cache.append(l, k.data(), v.data(), n, pos.data());
+      // The shadow holds what the pages hold: the rows rounded through their stored types.
+      round_through(config.key_type, k, hd);
+      round_through(config.value_type, v, hd);
       for (int h = 0; h < config.n_kv_heads; ++h)
         for (int t = 0; t < n; ++t)
           naive[size_t(l)][size_t(h)].append(&k[t * kv_dim + size_t(h) * hd], &v[t * kv_dim + size_t(h) * hd],
@@ -346,13 +353,14 @@ struct Fixture {
 
 struct AttentionCase {
   int n_kv_heads, group, head_dim, page_tokens, threads;
+  DType key_type = DType::F32, value_type = DType::F32;
 };
 
 class KvCacheAttention : public ::testing::TestWithParam<AttentionCase> {};
 
 TEST_P(KvCacheAttention, DenseMatchesReferenceAfterPerHeadRetain) {
   const AttentionCase& p = GetParam();
-  Fixture f(shape(p.n_kv_heads, p.group, p.head_dim), 400, p.page_tokens);
+  Fixture f(shape(p.n_kv_heads, p.group, p.head_dim, 2, p.key_type, p.value_type), 400, p.page_tokens);
   ThreadPool pool(p.threads);
   // A prefill block longer than the query tile, then single tokens.
   auto q = f.append_block(150);
@@ -395,12 +403,23 @@ INSTANTIATE_TEST_SUITE_P(KvCacheShapes, KvCacheAttention,
                          ::testing::Values(AttentionCase{2, 1, 64, 16, 2}, AttentionCase{2, 2, 64, 16, 2},
                                            AttentionCase{2, 4, 64, 32, 3}, AttentionCase{1, 4, 128, 16, 2},
                                            AttentionCase{2, 2, 16, 8, 1}, AttentionCase{2, 4, 32, 16, 2},
-                                           AttentionCase{2, 3, 24, 16, 2}, AttentionCase{1, 8, 64, 256, 4}),
+                                           AttentionCase{2, 3, 24, 16, 2}, AttentionCase{1, 8, 64, 256, 4},
+                                           // Stored types: the kernels read f16, bf16 and q8_0 rows
+                                           // directly (register paths for d = 16/32/64/128, the
+                                           // generic path for d = 24), K and V types chosen apart.
+                                           AttentionCase{2, 2, 64, 16, 2, DType::F16, DType::F16},
+                                           AttentionCase{2, 4, 32, 16, 2, DType::BF16, DType::BF16},
+                                           AttentionCase{1, 4, 128, 16, 2, DType::Q8_0, DType::Q8_0},
+                                           AttentionCase{2, 2, 64, 32, 2, DType::F16, DType::Q8_0},
+                                           AttentionCase{2, 2, 16, 8, 1, DType::BF16, DType::F16},
+                                           AttentionCase{2, 3, 24, 16, 2, DType::F16, DType::BF16},
+                                           AttentionCase{2, 2, 64, 16, 2, DType::Q8_0, DType::F32}),
                          [](const ::testing::TestParamInfo<AttentionCase>& info) {
                            const auto& c = info.param;
                            return "kv" + std::to_string(c.n_kv_heads) + "_G" + std::to_string(c.group) + "_d" +
                                   std::to_string(c.head_dim) + "_page" + std::to_string(c.page_tokens) + "_t" +
-                                  std::to_string(c.threads);
+                                  std::to_string(c.threads) + "_" + dtype_name(c.key_type) + "_" +
+                                  dtype_name(c.value_type);
                          });
 
 // Records every row the cache reports.
@@ -484,9 +503,18 @@ class FixedSelector final : public SparseSelector {
 };
 
 TEST(KvCacheSparse, AllIndicesEqualDenseAndSubsetsEqualTheReference) {
-  for (const auto& [hd, threads] : {std::pair{64, 2}, std::pair{24, 2}, std::pair{64, 5}}) {
+  struct Case {
+    int hd, threads;
+    DType k, v;
+  };
+  for (const Case& c : {Case{64, 2, DType::F32, DType::F32}, Case{24, 2, DType::F32, DType::F32},
+                        Case{64, 5, DType::F32, DType::F32}, Case{64, 2, DType::F16, DType::F16},
+                        Case{32, 2, DType::BF16, DType::Q8_0}, Case{64, 2, DType::Q8_0, DType::F16},
+                        Case{24, 2, DType::F16, DType::BF16}}) {
+    const int hd = c.hd, threads = c.threads;
+    SCOPED_TRACE(testing::Message() << "d " << hd << " " << dtype_name(c.k) << "/" << dtype_name(c.v));
     const int kv_heads = 2, group = 4;
-    Fixture f(shape(kv_heads, group, hd), 300, 32);
+    Fixture f(shape(kv_heads, group, hd, 2, c.k, c.v), 300, 32);
     ThreadPool pool(threads);  // 5 threads split each KV head's group over several threads
     f.append_block(100);
     f.retain(0, 1, [] {
@@ -559,10 +587,110 @@ TEST(KvCachePaged, BytesFollowTheTokensKept) {
 
 TEST(KvCachePaged, BadShapesAreErrors) {
   EXPECT_THROW(PagedKvCache(shape(0, 1, 16), 8), Error);
-  ModelConfig c = shape(3, 1, 16);
+  KvShape c = shape(3, 1, 16);
   c.n_heads = 4;  // not a multiple of the KV heads
   EXPECT_THROW(PagedKvCache(c, 8), Error);
   EXPECT_THROW(PagedKvCache(shape(1, 1, 16), 0), Error);
+}
+
+}  // namespace
+}  // namespace kvslim
+
+namespace kvslim {
+namespace {
+
+// ---- KV page types: bytes and error against the unrounded f32 rows ----
+
+TEST(KvCacheTypes, PageBytesFollowTheStoredType) {
+  // 256 tokens of head_dim 64: keys + values + positions, rounded up to whole OS pages.
+  const PagePool f32(64, 256), f16(64, 256, DType::F16, DType::F16), bf16(64, 256, DType::BF16, DType::BF16),
+      q8(64, 256, DType::Q8_0, DType::Q8_0), mixed(64, 256, DType::F16, DType::Q8_0);
+  EXPECT_EQ(f32.key_row_bytes(), 256u);
+  EXPECT_EQ(f16.key_row_bytes(), 128u);
+  EXPECT_EQ(bf16.value_row_bytes(), 128u);
+  EXPECT_EQ(q8.key_row_bytes(), 68u);  // two blocks of 32: 2 * (2 + 32)
+  EXPECT_EQ(mixed.key_row_bytes(), 128u);
+  EXPECT_EQ(mixed.value_row_bytes(), 68u);
+  const uint64_t pos = 256 * sizeof(int64_t);
+  EXPECT_GE(f32.page_bytes(), 2 * 256 * 256 + pos);
+  EXPECT_LT(f32.page_bytes(), 2 * 256 * 256 + pos + 8192);
+  EXPECT_GE(f16.page_bytes(), 2 * 256 * 128 + pos);
+  EXPECT_LT(f16.page_bytes(), 2 * 256 * 128 + pos + 8192);
+  EXPECT_GE(q8.page_bytes(), 2 * 256 * 68 + pos);
+  EXPECT_LT(q8.page_bytes(), 2 * 256 * 68 + pos + 8192);
+  // q8_0 needs whole blocks; types outside the four are refused.
+  EXPECT_THROW(PagePool(24, 16, DType::Q8_0, DType::F16), Error);
+  EXPECT_THROW(PagedKvCache(shape(1, 1, 24, 1, DType::F16, DType::Q8_0), 8), Error);
+  EXPECT_THROW(kv_type_from_name("q4_0", "--cache-type-k"), Error);
+  EXPECT_EQ(kv_type_from_name("bf16", "--cache-type-v"), DType::BF16);
+}
+
+TEST(KvCacheTypes, StoredRowsDecodeToTheRoundedValues) {
+  std::mt19937 rng(5);
+  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0}) {
+    PagePool pool(64, 8, t, t);
+    HeadCache head;
+    std::vector<std::vector<float>> rows;
+    for (int i = 0; i < 19; ++i) {
+      rows.push_back(random_floats(rng, 64));
+      head.append(rows.back().data(), rows.back().data(), i, pool);
+    }
+    head.retain(std::vector<int32_t>{0, 3, 4, 5, 9, 17, 18}, pool);
+    std::vector<float> buffer(64), vbuffer(64), want(64);
+    std::vector<uint8_t> stored(row_bytes(t, 64));
+    int j = 0;
+    for (int i : {0, 3, 4, 5, 9, 17, 18}) {
+      convert_from_f32(rows[size_t(i)].data(), t, stored.data(), 64);
+      convert_to_f32(t, stored.data(), want.data(), 64);
+      const float* k = head.key_f32(j, buffer.data());
+      const float* v = head.value_f32(j, vbuffer.data());
+      for (int c = 0; c < 64; ++c) {
+        ASSERT_EQ(k[c], want[size_t(c)]) << dtype_name(t) << " row " << i;
+        ASSERT_EQ(v[c], want[size_t(c)]) << dtype_name(t) << " row " << i;
+      }
+      if (t == DType::F32) EXPECT_EQ(k, reinterpret_cast<const float*>(head.key_data(j)));  // no copy
+      ++j;
+    }
+    head.clear(pool);
+  }
+}
+
+// Attention over f16/bf16/q8_0 pages against the f64 reference over the unrounded f32 rows: the
+// error is the storage rounding's. Bounds (outputs are convex mixes of N(0,1) values, d = 64,
+// scores q.k/8 of spread ~1): f16 2e-3, bf16 2e-2, q8_0 2e-2; f32 stays at the 2e-5 of the kernels.
+TEST(KvCacheTypes, AttentionErrorAgainstUnroundedRowsIsBounded) {
+  struct Case {
+    DType type;
+    double bound;
+  };
+  for (const Case& c : {Case{DType::F32, 2e-5}, Case{DType::F16, 2e-3}, Case{DType::BF16, 2e-2},
+                        Case{DType::Q8_0, 2e-2}}) {
+    const int hd = 64, kv_heads = 1, group = 2;
+    PagedKvCache cache(shape(kv_heads, group, hd, 1, c.type, c.type), 300, 32);
+    NaiveHead exact;
+    std::mt19937 rng(21);
+    ThreadPool pool(2);
+    double worst = 0;
+    for (int n : {120, 1, 1}) {
+      const auto k = random_floats(rng, size_t(n) * hd), v = random_floats(rng, size_t(n) * hd);
+      std::vector<int64_t> pos(static_cast<size_t>(n));
+      for (int t = 0; t < n; ++t) pos[size_t(t)] = int64_t(exact.size()) + t;
+      cache.append(0, k.data(), v.data(), n, pos.data());
+      for (int t = 0; t < n; ++t) exact.append(&k[size_t(t) * hd], &v[size_t(t) * hd], pos[size_t(t)], hd);
+      const auto q = random_floats(rng, size_t(n) * group * hd);
+      std::vector<float> out(q.size());
+      cache.attend(0, q.data(), n, out.data(), pool);
+      for (int i = 0; i < n; ++i)
+        for (int g = 0; g < group; ++g) {
+          const auto want = reference(exact, &q[(size_t(i) * group + g) * hd], hd,
+                                      first_n(int64_t(exact.size()) - n + i + 1));
+          for (int d = 0; d < hd; ++d)
+            worst = std::max(worst, std::abs(out[(size_t(i) * group + g) * hd + d] - want.out[size_t(d)]));
+        }
+    }
+    EXPECT_LT(worst, c.bound) << dtype_name(c.type);
+    if (c.type != DType::F32) EXPECT_GT(worst, 1e-6) << dtype_name(c.type) << ": the rounding should show";
+  }
 }
 
 }  // namespace

@@ -101,15 +101,15 @@ TEST(LookaheadTarget, TruthIsNormalisedAndKvIsTheEnginesPromptKv) {
     for (int j = 0; j < 30; ++j) s += t.importance[size_t(row) * 30 + j];
     EXPECT_NEAR(s, 1.0, 1e-5);
   }
-  PagedKvCache cache(c, 30);
+  PagedKvCache cache(kv_shape(c), 30);
   Forward(*model, 64).run(prompt.data(), 30, 0, cache, pool);
   for (int l = 0; l < c.n_layers; ++l)
     for (int g = 0; g < c.n_kv_heads; ++g)
       for (int i = 0; i < 30; ++i)
         for (int d = 0; d < c.head_dim; ++d) {
           const size_t at = ((size_t(l) * c.n_kv_heads + g) * 30 + i) * c.head_dim + d;
-          ASSERT_EQ(t.keys[at], cache.head(l, g).key(i)[d]);
-          ASSERT_EQ(t.values[at], cache.head(l, g).value(i)[d]);
+          ASSERT_EQ(t.keys[at], cache.head(l, g).key_f32(i, nullptr)[d]);  // f32 pages: in place
+          ASSERT_EQ(t.values[at], cache.head(l, g).value_f32(i, nullptr)[d]);
         }
 }
 
@@ -127,7 +127,7 @@ TEST(LookaheadObjective, PredictionIsTheEnginesLookaheadAttention) {
     const std::vector<float> params = packed<float>(adapter);
     objective.evaluate(params.data(), target, nullptr, pool);
 
-    PagedKvCache cache(c, 46);
+    PagedKvCache cache(kv_shape(c), 46);
     Forward forward(*model, 64);
     forward.run(prompt.data(), 40, 0, cache, pool);
     AttentionAccumulator votes;

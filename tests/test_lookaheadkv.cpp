@@ -137,7 +137,7 @@ TEST(LookaheadRows, LoraOnRowsEqualsTheMergedModel) {
 
     // Both caches hold the base model's prompt KV; the rows then run with the LoRA on the base
     // model, and without it on the merged model.
-    PagedKvCache with_lora(c, 64), on_merged(c, 64);
+    PagedKvCache with_lora(kv_shape(c), 64), on_merged(kv_shape(c), 64);
     Forward base_fwd(*base, 32), merged_fwd(*merged, 32);
     base_fwd.run(prompt.data(), int(prompt.size()), 0, with_lora, pool);
     base_fwd.run(prompt.data(), int(prompt.size()), 0, on_merged, pool);
@@ -149,11 +149,11 @@ TEST(LookaheadRows, LoraOnRowsEqualsTheMergedModel) {
         for (int64_t i = 20; i < 20 + m; ++i) {
           const HeadCache& a = with_lora.head(l, h);
           const HeadCache& b = on_merged.head(l, h);
-          expect_near_rel(a.key(i), b.key(i), c.head_dim, 1e-4, "key");
-          expect_near_rel(a.value(i), b.value(i), c.head_dim, 1e-4, "value");
+          expect_near_rel(a.key_f32(i, nullptr), b.key_f32(i, nullptr), c.head_dim, 1e-4, "key");  // f32 pages
+          expect_near_rel(a.value_f32(i, nullptr), b.value_f32(i, nullptr), c.head_dim, 1e-4, "value");
         }
     // The LoRA matters: without it the rows come out otherwise.
-    PagedKvCache plain(c, 64);
+    PagedKvCache plain(kv_shape(c), 64);
     base_fwd.run(prompt.data(), int(prompt.size()), 0, plain, pool);
     const float* without = base_fwd.run_rows(adapter.embd.data(), m, 20, plain, pool, nullptr, true);
     double diff = 0;
@@ -177,6 +177,7 @@ Prefilled prefill(const Model& model, const std::vector<int32_t>& prompt, const 
   EngineOptions engine;
   engine.batch = 16;
   engine.page_tokens = 8;
+  engine.cache_type_k = engine.cache_type_v = DType::F32;  // compared bit for bit with an f32 reference
   const auto press = make_press(method, options);
   Session session(model, pool, engine, int64_t(prompt.size()) + 4, press.get(), budget, 4, 1);
   session.record_scores();
@@ -191,8 +192,10 @@ Prefilled prefill(const Model& model, const std::vector<int32_t>& prompt, const 
       r.values.emplace_back();
       r.positions.emplace_back();
       for (int64_t i = 0; i < head.size(); ++i) {
-        r.keys.back().emplace_back(head.key(i), head.key(i) + kv.head_dim());
-        r.values.back().emplace_back(head.value(i), head.value(i) + kv.head_dim());
+        const float* k = head.key_f32(i, nullptr);  // f32 pages: in place
+        const float* v = head.value_f32(i, nullptr);
+        r.keys.back().emplace_back(k, k + kv.head_dim());
+        r.values.back().emplace_back(v, v + kv.head_dim());
         r.positions.back().push_back(head.position(i));
       }
       r.scores.push_back(session.recorded_scores(l, h));
@@ -254,7 +257,7 @@ TEST(LookaheadKvPress, ScoresArePooledMeanAttentionOfTheLookaheadRows) {
 
   // Reference: the rows' attention as the cache reports it, reduced by plain loops.
   ThreadPool pool(1);
-  PagedKvCache cache(c, n + shape.n_lookahead);
+  PagedKvCache cache(kv_shape(c), n + shape.n_lookahead);
   Forward forward(*model, 128);
   forward.run(prompt.data(), n, 0, cache, pool);
   RowRecorder recorder(n);

@@ -41,7 +41,7 @@ ModelConfig small_config(int kv_heads, int head_dim = 8) {
 class FakeContext final : public PressContext {
  public:
   FakeContext(const ModelConfig& config, int64_t capacity, int64_t budget, uint64_t seed = 1)
-      : config_(config), cache_(config, capacity, 16), budget_(budget), rng_(seed) {}
+      : config_(config), cache_(kv_shape(config), capacity, 16), budget_(budget), rng_(seed) {}
 
   // Appends n tokens of random K/V to every head at the next positions.
   void append_random(int n) {
@@ -89,7 +89,7 @@ class FakeContext final : public PressContext {
 Rows rows_of(const HeadCache& head, int d, bool values) {
   Rows rows(head.size(), std::vector<double>(d));
   for (int64_t i = 0; i < head.size(); ++i)
-    for (int c = 0; c < d; ++c) rows[i][c] = values ? head.value(i)[c] : head.key(i)[c];
+    for (int c = 0; c < d; ++c) rows[i][c] = values ? head.value_f32(i, nullptr)[c] : head.key_f32(i, nullptr)[c];  // f32 pages: in place
   return rows;
 }
 
@@ -543,9 +543,11 @@ TEST(PressLaq, ScoresAreSnapKvsGreedyContinuationsQueriesOverTheFullPrompt) {
       for (int qh = 0; qh < c.n_heads; ++qh) {
         const HeadCache& prompt_keys = full.kv().head(l, qh / group);
         const HeadCache& draft_keys = draft.kv().head(l, qh / group);
+        // The keys as attention reads them (decoded from the sessions' page type).
+        std::vector<std::vector<float>> decoded(size_t(n + step + 1), std::vector<float>(size_t(c.head_dim)));
         std::vector<const float*> keys;
-        for (int j = 0; j < n; ++j) keys.push_back(prompt_keys.key(j));
-        for (int i = 0; i <= step; ++i) keys.push_back(draft_keys.key(budget + i));
+        for (int j = 0; j < n; ++j) keys.push_back(prompt_keys.key_f32(j, decoded[size_t(j)].data()));
+        for (int i = 0; i <= step; ++i) keys.push_back(draft_keys.key_f32(budget + i, decoded[size_t(n + i)].data()));
         std::vector<double> logit(keys.size());
         double top = -1e300, sum = 0;
         for (size_t j = 0; j < keys.size(); ++j) {

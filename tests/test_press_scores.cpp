@@ -44,7 +44,7 @@ class FakeSession final : public PressContext {
  public:
   FakeSession(const ModelConfig& config, int64_t n_prompt, int64_t budget, int n_predict = 0, uint64_t seed = 11)
       : config_(config),
-        cache_(config, n_prompt + n_predict + 1),
+        cache_(kv_shape(config), n_prompt + n_predict + 1),
         budget_(budget),
         n_predict_(n_predict),
         prompt_(n_prompt, 0),

@@ -25,6 +25,9 @@ namespace {
 constexpr int kHeadDim = 16;
 constexpr int kKvHeads = 2;
 
+// An f32 page's key in place (these fixtures store f32 pages).
+const float* head_key(const HeadCache& head, int64_t i) { return head.key_f32(i, nullptr); }
+
 ModelConfig config_for(int group, int layers = 2, int head_dim = kHeadDim) {
   ModelConfig c;
   c.n_layers = layers;
@@ -43,7 +46,7 @@ ModelConfig config_for(int group, int layers = 2, int head_dim = kHeadDim) {
 class FakeContext final : public PressContext {
  public:
   FakeContext(const ModelConfig& config, int64_t capacity, int64_t budget, int64_t n_prompt, int n_predict)
-      : config_(config), cache_(config, capacity, 8), budget_(budget), prompt_(n_prompt, 5), n_predict_(n_predict) {}
+      : config_(config), cache_(kv_shape(config), capacity, 8), budget_(budget), prompt_(n_prompt, 5), n_predict_(n_predict) {}
 
   const ModelConfig& config() const override { return config_; }
   PagedKvCache& cache() override { return cache_; }
@@ -133,7 +136,7 @@ std::vector<int32_t> exact_topk_ref(const HeadCache& head, const float* q_group,
   const int64_t n = head.size();
   std::vector<double> mean(n, 0.0), logits(n);
   for (int g = 0; g < group; ++g) {
-    for (int64_t j = 0; j < n; ++j) logits[j] = dot_ref(q_group + g * d, head.key(j), d) / std::sqrt(double(d));
+    for (int64_t j = 0; j < n; ++j) logits[j] = dot_ref(q_group + g * d, head_key(head, j), d) / std::sqrt(double(d));
     add_softmax_ref(logits, 1.0 / group, mean);
   }
   return top_k_newest_ref(mean, k);
@@ -148,8 +151,8 @@ PageMinMax page_min_max(const HeadCache& head, const std::vector<int32_t>& indic
   PageMinMax p{std::vector<double>(d, INFINITY), std::vector<double>(d, -INFINITY)};
   for (int64_t s = begin; s < end; ++s)
     for (int c = 0; c < d; ++c) {
-      p.min[c] = std::min(p.min[c], double(head.key(indices[s])[c]));
-      p.max[c] = std::max(p.max[c], double(head.key(indices[s])[c]));
+      p.min[c] = std::min(p.min[c], double(head_key(head, indices[s])[c]));
+      p.max[c] = std::max(p.max[c], double(head_key(head, indices[s])[c]));
     }
   return p;
 }
@@ -203,7 +206,7 @@ std::vector<int32_t> sparq_ref(const HeadCache& head, const float* q_group, int 
     const double t = temperature_ref(q, channels, d);
     for (int64_t j = 0; j < n; ++j) {
       double s = 0;
-      for (int c : channels) s += double(q[c]) * head.key(j)[c];
+      for (int c : channels) s += double(q[c]) * head_key(head, j)[c];
       logits[j] = s / t;
     }
     add_softmax_ref(logits, 1.0 / group, mean);
@@ -315,8 +318,8 @@ TEST(PressSparsePageBounds, QuestBoundIsAtLeastEveryLogitOfItsPage) {
             const float bound = page_logit_bound(&q[qh * kHeadDim], b.min(p), b.max(p), kHeadDim);
             double max_logit = -INFINITY, scale = 0;
             for (int64_t i = p * page; i < std::min<int64_t>(head.size(), (p + 1) * page); ++i) {
-              max_logit = std::max(max_logit, dot_ref(&q[qh * kHeadDim], head.key(i), kHeadDim));
-              for (int c = 0; c < kHeadDim; ++c) scale += std::abs(q[qh * kHeadDim + c] * head.key(i)[c]);
+              max_logit = std::max(max_logit, dot_ref(&q[qh * kHeadDim], head_key(head, i), kHeadDim));
+              for (int c = 0; c < kHeadDim; ++c) scale += std::abs(q[qh * kHeadDim + c] * head_key(head, i)[c]);
             }
             EXPECT_GE(double(bound), max_logit - 1e-6 * scale) << "page size " << page << " page " << p;
             if (page == 1) {

@@ -126,7 +126,7 @@ TEST(TrainModel, RejectsBadConfigAndBatch) {
 std::vector<float> engine_logits(const std::string& path, const std::vector<int32_t>& tokens) {
   const auto model = Model::load(path);
   ThreadPool pool(2);
-  PagedKvCache cache(model->config(), int64_t(tokens.size()));
+  PagedKvCache cache(kv_shape(model->config()), int64_t(tokens.size()));
   Forward forward(*model, int(tokens.size()));
   const float* logits = forward.run(tokens.data(), int(tokens.size()), 0, cache, pool, true);
   return std::vector<float>(logits, logits + tokens.size() * size_t(model->config().n_vocab));

@@ -48,9 +48,9 @@ std::vector<int32_t> random_tokens(int n, int n_vocab, uint64_t seed) {
 BenchReport run_bench(const Model& model, ThreadPool& pool, const BenchOptions& options) {
   options.validate();
   if (options.compression.budget)
-    make_press(options.compression.press, options.compression.press_options)->check_budget(*options.compression.budget);
+    options.compression.make_press()->check_budget(*options.compression.budget);
   const int n_vocab = model.config().n_vocab;
-  EngineOptions engine;
+  EngineOptions engine = options.engine;
   engine.batch = options.batch;
   BenchReport report;
 
@@ -60,7 +60,7 @@ BenchReport run_bench(const Model& model, ThreadPool& pool, const BenchOptions& 
     std::vector<double> ms, rate, score_ms;
     BenchPoint point;
     for (int rep = 0; rep < options.reps; ++rep) {
-      const auto press = make_press(options.compression.press, options.compression.press_options);
+      const auto press = options.compression.make_press();
       Session session(model, pool, engine, length, press.get(), options.compression.resolve_budget(length));
       const auto start = Clock::now();
       session.prefill(prompt);
@@ -81,7 +81,7 @@ BenchReport run_bench(const Model& model, ThreadPool& pool, const BenchOptions& 
     const int steps = options.reps * options.decode_tokens;
     engine.context = context + steps;
     const auto tokens = random_tokens(context + steps, n_vocab, options.seed + 7 * context);
-    const auto press = make_press(options.compression.press, options.compression.press_options);
+    const auto press = options.compression.make_press();
     Session session(model, pool, engine, context + steps, press.get(), options.compression.resolve_budget(context),
                     steps, options.seed);
     session.prefill(std::vector<int32_t>(tokens.begin(), tokens.begin() + context));

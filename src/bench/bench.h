@@ -21,6 +21,7 @@ struct BenchOptions {
   // measurements leave out): BenchPoint::profile.
   bool profile = false;
   CompressionOptions compression;  // the method measured (prefill includes its scoring)
+  EngineOptions engine;            // only the KV page types are read (batch and context are set per run)
   void validate() const;
 };
 

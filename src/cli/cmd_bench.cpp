@@ -54,6 +54,7 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--decode-tokens", opt->bench.decode_tokens, "tokens decoded per repetition")->capture_default_str();
   cmd->add_option("--batch", opt->bench.batch, "prefill chunk size")->capture_default_str();
   add_compression_options(*cmd, opt->bench.compression);
+  add_kv_type_options(*cmd, opt->bench.engine);
   cmd->add_option("--threads", opt->threads, "threads (0: all cores)")->capture_default_str();
   cmd->add_flag("--profile", opt->bench.profile,
                  "time each op of the decode steps (matvecs, attention, norms, sampling, pool wait)");

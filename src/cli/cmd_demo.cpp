@@ -8,6 +8,7 @@
 
 #include "cli/commands.h"
 #include "cli/progress.h"
+#include "cli/shared_options.h"
 #include "eval/demo_table.h"
 #include "eval/plots.h"
 #include "eval/sample_source.h"
@@ -28,6 +29,7 @@ struct DemoOptions {
   eval::GridOptions grid{{"niah_single_1", "niah_single_2", "passkey"}, {1024, 2048}, {}, 4, 0};
   std::string out = "demo-out";
   int threads = 0;
+  EngineOptions kv_types;  // only the page types are read
 };
 
 void run_demo(const DemoOptions& opt) {
@@ -37,6 +39,8 @@ void run_demo(const DemoOptions& opt) {
   eval::expand_runs(sweep.methods, sweep.budgets);
   sweep.out_dir = opt.out;
   sweep.runner.engine.page_tokens = 32;  // pages small enough for KV bytes to follow small budgets
+  sweep.runner.engine.cache_type_k = opt.kv_types.cache_type_k;
+  sweep.runner.engine.cache_type_v = opt.kv_types.cache_type_v;
   const eval::TaskCatalog catalog = eval::generated_tasks();
   eval::expand_grid(opt.grid, catalog.find);
   if (!std::filesystem::exists(opt.model))
@@ -80,6 +84,7 @@ void add_demo_command(CLI::App& app) {
   cmd->add_option("--samples", opt->grid.samples, "samples per task and length")->capture_default_str();
   cmd->add_option("--out", opt->out, "output directory (its samples.jsonl is replaced)")->capture_default_str();
   cmd->add_option("--threads", opt->threads, "threads (0: all cores)")->capture_default_str();
+  add_kv_type_options(*cmd, opt->kv_types);
   cmd->callback([opt] { run_demo(*opt); });
 }
 

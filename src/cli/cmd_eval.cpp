@@ -8,6 +8,7 @@
 
 #include "cli/commands.h"
 #include "cli/progress.h"
+#include "cli/shared_options.h"
 #include "eval/sample_source.h"
 #include "eval/sweep.h"
 #include "model/model.h"
@@ -32,6 +33,7 @@ struct EvalOptions {
   int threads = 0;
   int batch = 512;
   int kv_page = 32;
+  EngineOptions kv_types;  // only the page types are read
 };
 
 void run_eval(const EvalOptions& opt) {
@@ -46,6 +48,8 @@ void run_eval(const EvalOptions& opt) {
   sweep.out_dir = opt.out;
   sweep.runner.engine.batch = opt.batch;
   sweep.runner.engine.page_tokens = opt.kv_page;
+  sweep.runner.engine.cache_type_k = opt.kv_types.cache_type_k;
+  sweep.runner.engine.cache_type_v = opt.kv_types.cache_type_v;
   sweep.runner.engine.validate();
   eval::IntrinsicOptions& intrinsic = sweep.runner.intrinsic;
   intrinsic.recall = metrics.recall;
@@ -104,6 +108,7 @@ void add_eval_command(CLI::App& app) {
   cmd->add_option("--out", opt->out, "output directory")->capture_default_str();
   cmd->add_option("--shard", opt->shard, "run only samples whose grid index is i mod n (i/n)")->capture_default_str();
   cmd->add_option("--threads", opt->threads, "threads (0: all cores)")->capture_default_str();
+  add_kv_type_options(*cmd, opt->kv_types);
   cmd->add_option("--batch", opt->batch, "prefill chunk size in tokens")->capture_default_str();
   cmd->add_option("--kv-page", opt->kv_page, "KV page size in tokens per head (small pages follow small budgets)")
       ->capture_default_str();

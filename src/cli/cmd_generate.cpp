@@ -61,6 +61,8 @@ void run_generate(const GenerateOptions& opt) {
         {"decode_tok_s", decode_tok_s},
         {"kv_bytes_peak", r.kv_bytes_peak},
         {"kv_bytes_final", r.kv_bytes_final},
+        {"cache_type_k", dtype_name(opt.engine.cache_type_k)},
+        {"cache_type_v", dtype_name(opt.engine.cache_type_v)},
         {"token_ids", r.tokens},
         {"seed", opt.sampling.seed},
         {"press", opt.compression.press},

@@ -33,7 +33,7 @@ void run_inspect(const InspectOptions& opt) {
   const Tokenizer& tokenizer = model->tokenizer();
   const auto tokens = tokenizer.encode(opt.prompt.read(), tokenizer.add_bos_by_default() && !opt.no_bos, true);
   validate_prompt(*model, opt.engine, tokens);
-  const auto press = make_press(opt.compression.press, opt.compression.press_options);
+  const auto press = opt.compression.make_press();
   if (opt.compression.budget) press->check_budget(*opt.compression.budget);
   const int64_t budget = opt.compression.resolve_budget(int64_t(tokens.size()));
   ThreadPool pool(opt.threads);

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstring>
 
+#include <fmt/ranges.h>
+
 #include "model/fingerprint.h"
 #include "press/registry.h"
 #include "util/error.h"
@@ -40,12 +42,36 @@ void EngineOptions::validate() const {
   if (context < 1) fail("--ctx must be >= 1 (got {})", context);
   if (batch < 1) fail("--batch must be >= 1 (got {})", batch);
   if (page_tokens < 1 || page_tokens > 65536) fail("--kv-page must be in [1, 65536] (got {})", page_tokens);
+  if (!is_kv_type(cache_type_k)) fail("--cache-type-k {} is not a KV cache type (valid: f32, f16, bf16, q8_0)", dtype_name(cache_type_k));
+  if (!is_kv_type(cache_type_v)) fail("--cache-type-v {} is not a KV cache type (valid: f32, f16, bf16, q8_0)", dtype_name(cache_type_v));
 }
 
 void CompressionOptions::validate() const {
   if (budget && *budget <= 0) fail("--budget must be > 0 (got {})", *budget);
   if (ratio && !(*ratio >= 0 && *ratio < 1)) fail("--ratio must be in [0, 1) (got {})", *ratio);
   if (budget && ratio) fail("give --budget or --ratio, not both");
+  if (prefill_evict != "end" && prefill_evict != "block")
+    fail("--prefill-evict must be end or block (got '{}')", prefill_evict);
+}
+
+std::unique_ptr<Press> CompressionOptions::make_press() const {
+  std::vector<std::string> options = press_options;
+  if (prefill_evict == "block") {
+    const std::string name = press.substr(0, press.find(':'));
+    bool has_option = false;
+    for (const PressInfo& info : press_registry())
+      if (info.name == name)
+        for (const OptionSpec& spec : info.options) has_option = has_option || spec.key == "prefill";
+    std::vector<std::string> with;
+    for (const PressInfo& info : press_registry())
+      for (const OptionSpec& spec : info.options)
+        if (spec.key == "prefill") with.push_back(info.name);
+    if (!has_option && name != "keydiff")
+      fail("--prefill-evict block: method '{}' has no block-wise prefill eviction (methods with it: keydiff (always), {})",
+           press, fmt::join(with, ", "));
+    if (has_option) options.push_back("prefill=block");
+  }
+  return kvslim::make_press(press, options);
 }
 
 int64_t CompressionOptions::resolve_budget(int64_t n_prompt) const {
@@ -59,7 +85,8 @@ Session::Session(const Model& model, ThreadPool& pool, const EngineOptions& opti
     : model_(model),
       pool_(pool),
       options_(validated(options)),
-      cache_(model.config(), std::min<int64_t>(capacity, options.context), options.page_tokens),
+      cache_(kv_shape(model.config(), options.cache_type_k, options.cache_type_v),
+             std::min<int64_t>(capacity, options.context), options.page_tokens),
       forward_(model, prefill_block(options, press, capacity)),
       press_(press),
       budget_(budget),
@@ -76,6 +103,7 @@ const float* Session::run_blocks(const std::vector<int32_t>& tokens, bool block_
   const float* logits = nullptr;
   for (size_t start = 0; start < tokens.size(); start += forward_.max_block()) {
     const int n = int(std::min<size_t>(forward_.max_block(), tokens.size() - start));
+    if (block_hooks) press_->before_prefill_block(*this, n);
     logits = forward_.run(tokens.data() + start, n, n_past_, cache_, pool_);
     n_past_ += n;
     if (block_hooks) timed(&Press::after_prefill_block);
@@ -239,7 +267,7 @@ GenerateResult generate(const Model& model, ThreadPool& pool, const EngineOption
                         const GenerateRequest& request, const std::function<void(const std::string&)>& on_piece) {
   validate_request(model, options, request);
   const CompressionOptions& compression = request.compression;
-  const std::unique_ptr<Press> press = make_press(compression.press, compression.press_options);
+  const std::unique_ptr<Press> press = compression.make_press();
   if (compression.budget) press->check_budget(*compression.budget);
   const int64_t n_prompt = int64_t(request.prompt.size());
   const int64_t budget = compression.resolve_budget(n_prompt);

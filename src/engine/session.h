@@ -22,6 +22,10 @@ struct EngineOptions {
   int context = 4096;  // most tokens (prompt + generated) one head may hold
   int batch = 512;     // prefill block size
   int page_tokens = 256;  // KV storage granularity: tokens per page of one head
+  // Stored types of the KV pages (--cache-type-k / --cache-type-v): f32, f16, bf16 or q8_0.
+  // f16 halves the memory of f32 at an error far below the model's own (docs/kv-cache.md).
+  DType cache_type_k = DType::F16;
+  DType cache_type_v = DType::F16;
   void validate() const;
 };
 
@@ -32,8 +36,14 @@ struct CompressionOptions {
   std::vector<std::string> press_options;  // key=value
   std::optional<int64_t> budget;           // must be > 0
   std::optional<double> ratio;             // must be in [0, 1)
+  // --prefill-evict: "end" (evict once the prompt is cached) or "block" (the method's option
+  // prefill=block: evict after every prefill block, docs/kv-cache.md).
+  std::string prefill_evict = "end";
   void validate() const;
   int64_t resolve_budget(int64_t n_prompt) const;
+  // The method with its options (and prefill=block for --prefill-evict block); throws
+  // kvslim::Error naming the method when it has no block-wise prefill eviction.
+  std::unique_ptr<Press> make_press() const;
 };
 
 class Session final : private PressContext {

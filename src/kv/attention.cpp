@@ -12,26 +12,95 @@ namespace kvslim {
 
 namespace {
 
+// ---- stored row types ----
+//
+// A codec reads a stored key or value row in its page type: `load(row, c)` gives elements
+// [16c, 16c + 16) as f32 in a register (the f32 codec is a plain load, so f32 pages run the exact
+// instruction sequence they always did), and `to_f32` decodes a whole row for the generic path.
+// Decoding is exact for f16 and bf16 (every value is a float) and d * q in one rounding for q8_0,
+// the numbers dequantize_row_q8_0 gives: the methods' scores (HeadCache::key_f32) read the same.
+struct F32Codec {
+  static constexpr DType type = DType::F32;
+#if defined(__AVX512F__)
+  static __m512 load(const uint8_t* row, int c) { return _mm512_loadu_ps(reinterpret_cast<const float*>(row) + 16 * c); }
+#endif
+};
+
+struct F16Codec {
+  static constexpr DType type = DType::F16;
+#if defined(__AVX512F__)
+  static __m512 load(const uint8_t* row, int c) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 32 * c)));
+  }
+#endif
+};
+
+struct Bf16Codec {
+  static constexpr DType type = DType::BF16;
+#if defined(__AVX512F__)
+  // bf16 is the top half of an f32: widen to 32 bits and shift into place.
+  static __m512 load(const uint8_t* row, int c) {
+    const __m512i wide = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 32 * c)));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
+  }
+#endif
+};
+
+struct Q8Codec {
+  static constexpr DType type = DType::Q8_0;
+#if defined(__AVX512F__)
+  // Half a block (16 of its 32 values) times the block's scale.
+  static __m512 load(const uint8_t* row, int c) {
+    const BlockQ8_0* block = reinterpret_cast<const BlockQ8_0*>(row) + c / 2;
+    const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block->q + 16 * (c % 2)));
+    return _mm512_mul_ps(_mm512_set1_ps(fp16_to_fp32(block->scale_f16)), _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)));
+  }
+#endif
+};
+
+// Calls f(Codec{}) for the codec of `type`.
+template <class F>
+void with_codec(DType type, F&& f) {
+  switch (type) {
+    case DType::F16: return f(F16Codec{});
+    case DType::BF16: return f(Bf16Codec{});
+    case DType::Q8_0: return f(Q8Codec{});
+    default: return f(F32Codec{});
+  }
+}
+
+// A stored row as f32: f32 rows in place, others decoded into `buffer`.
+template <class Codec>
+const float* row_f32(const uint8_t* row, int hd, float* buffer) {
+  if constexpr (Codec::type == DType::F32) {
+    return reinterpret_cast<const float*>(row);
+  } else {
+    convert_to_f32(Codec::type, row, buffer, hd);
+    return buffer;
+  }
+}
+
 // ---- one query per head: the decode kernels ----
 //
-// `row(j)` gives the j-th key (or value) row the kernel reads: consecutive rows of a page for
-// dense attention, gathered cache indices for sparse attention. Scores of head g are at
-// s[g * s_stride + j].
+// `row(j)` gives the j-th stored key (or value) row the kernel reads: consecutive rows of a page
+// for dense attention, gathered cache indices for sparse attention. Scores of head g are at
+// s[g * s_stride + j]. `buffer` (head_dim floats) holds a decoded row on the generic path.
 
 // Generic path (any head_dim, any instruction set): every row is read once for all heads.
-template <class Row>
+template <class Codec, class Row>
 void score_rows_generic(const float* q, int hd, int n_heads, Row row, int64_t rows, float scale, float* s,
-                        int64_t s_stride) {
+                        int64_t s_stride, float* buffer) {
   for (int64_t j = 0; j < rows; ++j) {
-    const float* k = row(j);
+    const float* k = row_f32<Codec>(row(j), hd, buffer);
     for (int g = 0; g < n_heads; ++g) s[g * s_stride + j] = dot(q + int64_t(g) * hd, k, hd) * scale;
   }
 }
 
-template <class Row>
-void weighted_rows_generic(const float* p, int64_t p_stride, int hd, int n_heads, Row row, int64_t rows, float* out) {
+template <class Codec, class Row>
+void weighted_rows_generic(const float* p, int64_t p_stride, int hd, int n_heads, Row row, int64_t rows, float* out,
+                           float* buffer) {
   for (int64_t j = 0; j < rows; ++j) {
-    const float* v = row(j);
+    const float* v = row_f32<Codec>(row(j), hd, buffer);
     for (int g = 0; g < n_heads; ++g) axpy(p[g * p_stride + j], v, out + int64_t(g) * hd, hd);
   }
 }
@@ -53,54 +122,53 @@ inline __m128 reduce4(__m512 a, __m512 b, __m512 c, __m512 d) {
 
 // head_dim = 16 * CH. Four key rows at a time, read from memory once for all the heads (then
 // from L1), their four dot products per head reduced together.
-template <int CH, class Row>
+template <int CH, class Codec, class Row>
 void score_rows_avx512(const float* q, int n_heads, Row row, int64_t rows, float scale, float* s, int64_t s_stride) {
   constexpr int hd = 16 * CH;
   const __m128 vscale = _mm_set1_ps(scale);
   int64_t j = 0;
   for (; j + 4 <= rows; j += 4) {
-    const float* r0 = row(j);
-    const float* r1 = row(j + 1);
-    const float* r2 = row(j + 2);
-    const float* r3 = row(j + 3);
+    const uint8_t* r0 = row(j);
+    const uint8_t* r1 = row(j + 1);
+    const uint8_t* r2 = row(j + 2);
+    const uint8_t* r3 = row(j + 3);
     for (int g = 0; g < n_heads; ++g) {
       const float* qg = q + g * hd;
       const __m512 q0 = _mm512_loadu_ps(qg);
-      __m512 a0 = _mm512_mul_ps(_mm512_loadu_ps(r0), q0), a1 = _mm512_mul_ps(_mm512_loadu_ps(r1), q0);
-      __m512 a2 = _mm512_mul_ps(_mm512_loadu_ps(r2), q0), a3 = _mm512_mul_ps(_mm512_loadu_ps(r3), q0);
+      __m512 a0 = _mm512_mul_ps(Codec::load(r0, 0), q0), a1 = _mm512_mul_ps(Codec::load(r1, 0), q0);
+      __m512 a2 = _mm512_mul_ps(Codec::load(r2, 0), q0), a3 = _mm512_mul_ps(Codec::load(r3, 0), q0);
       for (int c = 1; c < CH; ++c) {
         const __m512 qc = _mm512_loadu_ps(qg + 16 * c);
-        a0 = _mm512_fmadd_ps(_mm512_loadu_ps(r0 + 16 * c), qc, a0);
-        a1 = _mm512_fmadd_ps(_mm512_loadu_ps(r1 + 16 * c), qc, a1);
-        a2 = _mm512_fmadd_ps(_mm512_loadu_ps(r2 + 16 * c), qc, a2);
-        a3 = _mm512_fmadd_ps(_mm512_loadu_ps(r3 + 16 * c), qc, a3);
+        a0 = _mm512_fmadd_ps(Codec::load(r0, c), qc, a0);
+        a1 = _mm512_fmadd_ps(Codec::load(r1, c), qc, a1);
+        a2 = _mm512_fmadd_ps(Codec::load(r2, c), qc, a2);
+        a3 = _mm512_fmadd_ps(Codec::load(r3, c), qc, a3);
       }
       _mm_storeu_ps(s + g * s_stride + j, _mm_mul_ps(reduce4(a0, a1, a2, a3), vscale));
     }
   }
   for (; j < rows; ++j) {
-    const float* k = row(j);
+    const uint8_t* k = row(j);
     for (int g = 0; g < n_heads; ++g) {
       const float* qg = q + g * hd;
-      __m512 acc = _mm512_mul_ps(_mm512_loadu_ps(k), _mm512_loadu_ps(qg));
-      for (int c = 1; c < CH; ++c)
-        acc = _mm512_fmadd_ps(_mm512_loadu_ps(k + 16 * c), _mm512_loadu_ps(qg + 16 * c), acc);
+      __m512 acc = _mm512_mul_ps(Codec::load(k, 0), _mm512_loadu_ps(qg));
+      for (int c = 1; c < CH; ++c) acc = _mm512_fmadd_ps(Codec::load(k, c), _mm512_loadu_ps(qg + 16 * c), acc);
       s[g * s_stride + j] = _mm512_reduce_add_ps(acc) * scale;
     }
   }
 }
 
 // out[g] += sum_j p[g][j] * v_j for GB heads, the accumulators held in registers.
-template <int CH, int GB, class Row>
+template <int CH, int GB, class Codec, class Row>
 void weighted_rows_block(const float* p, int64_t p_stride, Row row, int64_t rows, float* out) {
   constexpr int hd = 16 * CH;
   __m512 acc[GB][CH];
   for (int g = 0; g < GB; ++g)
     for (int c = 0; c < CH; ++c) acc[g][c] = _mm512_loadu_ps(out + g * hd + 16 * c);
   for (int64_t j = 0; j < rows; ++j) {
-    const float* v = row(j);
+    const uint8_t* v = row(j);
     __m512 vr[CH];
-    for (int c = 0; c < CH; ++c) vr[c] = _mm512_loadu_ps(v + 16 * c);
+    for (int c = 0; c < CH; ++c) vr[c] = Codec::load(v, c);
     for (int g = 0; g < GB; ++g) {
       const __m512 pj = _mm512_set1_ps(p[g * p_stride + j]);
       for (int c = 0; c < CH; ++c) acc[g][c] = _mm512_fmadd_ps(pj, vr[c], acc[g][c]);
@@ -112,53 +180,70 @@ void weighted_rows_block(const float* p, int64_t p_stride, Row row, int64_t rows
 
 // Heads in blocks that keep at most 16 accumulator registers; the rows of a block are re-read
 // from cache (a page is at most a few hundred KB) for the next block.
-template <int CH, class Row>
+template <int CH, class Codec, class Row>
 void weighted_rows_avx512(const float* p, int64_t p_stride, int n_heads, Row row, int64_t rows, float* out) {
   constexpr int hd = 16 * CH;
   constexpr int GB = CH >= 8 ? 2 : CH >= 4 ? 4 : 8;
   int g = 0;
-  for (; g + GB <= n_heads; g += GB) weighted_rows_block<CH, GB>(p + g * p_stride, p_stride, row, rows, out + g * hd);
+  for (; g + GB <= n_heads; g += GB) weighted_rows_block<CH, GB, Codec>(p + g * p_stride, p_stride, row, rows, out + g * hd);
   if constexpr (GB > 2) {
     for (; g + GB / 2 <= n_heads; g += GB / 2)
-      weighted_rows_block<CH, GB / 2>(p + g * p_stride, p_stride, row, rows, out + g * hd);
+      weighted_rows_block<CH, GB / 2, Codec>(p + g * p_stride, p_stride, row, rows, out + g * hd);
   }
-  for (; g < n_heads; ++g) weighted_rows_block<CH, 1>(p + g * p_stride, p_stride, row, rows, out + g * hd);
+  for (; g < n_heads; ++g) weighted_rows_block<CH, 1, Codec>(p + g * p_stride, p_stride, row, rows, out + g * hd);
 }
 #endif
 
 // Dispatch on head_dim: register-resident rows for the common sizes, the generic path otherwise.
-template <class Row>
-void score_rows(const float* q, int hd, int n_heads, Row row, int64_t rows, float scale, float* s, int64_t s_stride) {
+template <class Codec, class Row>
+void score_rows(const float* q, int hd, int n_heads, Row row, int64_t rows, float scale, float* s, int64_t s_stride,
+                float* buffer) {
 #if defined(__AVX512F__)
   switch (hd) {
-    case 16: return score_rows_avx512<1>(q, n_heads, row, rows, scale, s, s_stride);
-    case 32: return score_rows_avx512<2>(q, n_heads, row, rows, scale, s, s_stride);
-    case 64: return score_rows_avx512<4>(q, n_heads, row, rows, scale, s, s_stride);
-    case 128: return score_rows_avx512<8>(q, n_heads, row, rows, scale, s, s_stride);
+    case 16: return score_rows_avx512<1, Codec>(q, n_heads, row, rows, scale, s, s_stride);
+    case 32: return score_rows_avx512<2, Codec>(q, n_heads, row, rows, scale, s, s_stride);
+    case 64: return score_rows_avx512<4, Codec>(q, n_heads, row, rows, scale, s, s_stride);
+    case 128: return score_rows_avx512<8, Codec>(q, n_heads, row, rows, scale, s, s_stride);
     default: break;
   }
 #endif
-  score_rows_generic(q, hd, n_heads, row, rows, scale, s, s_stride);
+  score_rows_generic<Codec>(q, hd, n_heads, row, rows, scale, s, s_stride, buffer);
 }
 
-template <class Row>
-void weighted_rows(const float* p, int64_t p_stride, int hd, int n_heads, Row row, int64_t rows, float* out) {
+template <class Codec, class Row>
+void weighted_rows(const float* p, int64_t p_stride, int hd, int n_heads, Row row, int64_t rows, float* out,
+                   float* buffer) {
 #if defined(__AVX512F__)
   switch (hd) {
-    case 16: return weighted_rows_avx512<1>(p, p_stride, n_heads, row, rows, out);
-    case 32: return weighted_rows_avx512<2>(p, p_stride, n_heads, row, rows, out);
-    case 64: return weighted_rows_avx512<4>(p, p_stride, n_heads, row, rows, out);
-    case 128: return weighted_rows_avx512<8>(p, p_stride, n_heads, row, rows, out);
+    case 16: return weighted_rows_avx512<1, Codec>(p, p_stride, n_heads, row, rows, out);
+    case 32: return weighted_rows_avx512<2, Codec>(p, p_stride, n_heads, row, rows, out);
+    case 64: return weighted_rows_avx512<4, Codec>(p, p_stride, n_heads, row, rows, out);
+    case 128: return weighted_rows_avx512<8, Codec>(p, p_stride, n_heads, row, rows, out);
     default: break;
   }
 #endif
-  weighted_rows_generic(p, p_stride, hd, n_heads, row, rows, out);
+  weighted_rows_generic<Codec>(p, p_stride, hd, n_heads, row, rows, out, buffer);
 }
 
 float* scores_buffer(AttentionScratch& scratch, int64_t n) {
   // The owner sizes the buffer once; growing here only covers a caller that did not.
   if (scratch.scores.size() < size_t(n)) scratch.scores.resize(size_t(n));
   return scratch.scores.data();
+}
+
+// Room for `n` decoded floats (a row on the generic decode path, a page of rows in prefill);
+// grows on first use only.
+float* rows_buffer(AttentionScratch& scratch, int64_t n) {
+  if (scratch.rows.size() < size_t(n)) scratch.rows.resize(size_t(n));
+  return scratch.rows.data();
+}
+
+// `n` consecutive stored rows of a page as f32 rows for the matrix products: f32 pages in place,
+// other types decoded into `buffer` (n * hd floats; one page at a time, never the whole cache).
+const float* page_rows_f32(const uint8_t* rows, DType type, int64_t n, int hd, float* buffer) {
+  if (type == DType::F32) return reinterpret_cast<const float*>(rows);
+  convert_to_f32(type, rows, buffer, n * hd);
+  return buffer;
 }
 
 // One query per head over every token of the head: scores page by page, one softmax per head,
@@ -172,20 +257,30 @@ void decode_dense(const PagedKv& kv, const float* q, int n_heads, float* out, At
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   float* s = scores_buffer(scratch, int64_t(n_heads) * n);
 
-  for (int64_t p0 = 0; p0 < n; p0 += pt) {
-    const float* keys = pages[size_t(p0 / pt)]->keys;
-    score_rows(q, hd, n_heads, [keys, hd](int64_t j) { return keys + j * hd; }, std::min(pt, n - p0), scale, s + p0, n);
-  }
+  float* buffer = rows_buffer(scratch, hd);
+  const size_t kb = row_bytes(kv.head.key_type(), hd);
+  with_codec(kv.head.key_type(), [&](auto codec) {
+    using Codec = decltype(codec);
+    for (int64_t p0 = 0; p0 < n; p0 += pt) {
+      const uint8_t* keys = pages[size_t(p0 / pt)]->keys;
+      score_rows<Codec>(q, hd, n_heads, [keys, kb](int64_t j) { return keys + j * kb; }, std::min(pt, n - p0), scale,
+                        s + p0, n, buffer);
+    }
+  });
   for (int g = 0; g < n_heads; ++g) {
     softmax_inplace(s + g * n, n);
     if (observer) observer->on_row(g, 0, s + g * n, n);
   }
   std::fill(out, out + int64_t(n_heads) * hd, 0.0f);
-  for (int64_t p0 = 0; p0 < n; p0 += pt) {
-    const float* values = pages[size_t(p0 / pt)]->values;
-    weighted_rows(s + p0, n, hd, n_heads, [values, hd](int64_t j) { return values + j * hd; }, std::min(pt, n - p0),
-                  out);
-  }
+  const size_t vb = row_bytes(kv.head.value_type(), hd);
+  with_codec(kv.head.value_type(), [&](auto codec) {
+    using Codec = decltype(codec);
+    for (int64_t p0 = 0; p0 < n; p0 += pt) {
+      const uint8_t* values = pages[size_t(p0 / pt)]->values;
+      weighted_rows<Codec>(s + p0, n, hd, n_heads, [values, vb](int64_t j) { return values + j * vb; },
+                           std::min(pt, n - p0), out, buffer);
+    }
+  });
 }
 
 // The kernels already run on every thread of the engine's pool; OpenBLAS's own threads on top
@@ -211,6 +306,8 @@ void prefill_dense(const PagedKv& kv, const float* q, int64_t q_stride, int n_he
   const int64_t tile = std::min(n_q, kAttentionQueryTile);
   use_single_threaded_blas();
   float* s = scores_buffer(scratch, tile * kv.head.size());
+  const DType kt = kv.head.key_type(), vt = kv.head.value_type();
+  float* page_buffer = kt == DType::F32 && vt == DType::F32 ? nullptr : rows_buffer(scratch, pt * hd);
 
   for (int g = 0; g < n_heads; ++g) {
     const float* qg = q + int64_t(g) * hd;
@@ -218,9 +315,12 @@ void prefill_dense(const PagedKv& kv, const float* q, int64_t q_stride, int n_he
     for (int64_t t0 = 0; t0 < n_q; t0 += tile) {
       const int64_t rows = std::min(tile, n_q - t0);
       const int64_t cols = n_before + t0 + rows;  // tokens visible to the tile's last query
-      for (int64_t p0 = 0; p0 < cols; p0 += pt)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(rows), int(std::min(pt, cols - p0)), hd, scale,
-                    qg + t0 * q_stride, int(q_stride), pages[size_t(p0 / pt)]->keys, hd, 0.0f, s + p0, int(cols));
+      for (int64_t p0 = 0; p0 < cols; p0 += pt) {
+        const int64_t m = std::min(pt, cols - p0);
+        const float* keys = page_rows_f32(pages[size_t(p0 / pt)]->keys, kt, m, hd, page_buffer);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(rows), int(m), hd, scale, qg + t0 * q_stride,
+                    int(q_stride), keys, hd, 0.0f, s + p0, int(cols));
+      }
       for (int64_t i = 0; i < rows; ++i) {
         float* row = s + i * cols;
         const int64_t visible = n_before + t0 + i + 1;
@@ -228,10 +328,12 @@ void prefill_dense(const PagedKv& kv, const float* q, int64_t q_stride, int n_he
         if (observer) observer->on_row(g, t0 + i, row, visible);
         std::fill(row + visible, row + cols, 0.0f);
       }
-      for (int64_t p0 = 0; p0 < cols; p0 += pt)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(rows), hd, int(std::min(pt, cols - p0)), 1.0f,
-                    s + p0, int(cols), pages[size_t(p0 / pt)]->values, hd, p0 == 0 ? 0.0f : 1.0f,
-                    og + t0 * out_stride, int(out_stride));
+      for (int64_t p0 = 0; p0 < cols; p0 += pt) {
+        const int64_t m = std::min(pt, cols - p0);
+        const float* values = page_rows_f32(pages[size_t(p0 / pt)]->values, vt, m, hd, page_buffer);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(rows), hd, int(m), 1.0f, s + p0, int(cols), values,
+                    hd, p0 == 0 ? 0.0f : 1.0f, og + t0 * out_stride, int(out_stride));
+      }
     }
   }
 }
@@ -257,9 +359,16 @@ void attend_sparse(const PagedKv& kv, std::span<const int32_t> indices, const fl
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   float* s = scores_buffer(scratch, int64_t(n_q_heads) * m);
   const int32_t* idx = indices.data();
-  score_rows(q, hd, n_q_heads, [&head, idx](int64_t j) { return head.key(idx[j]); }, m, scale, s, m);
+  float* buffer = rows_buffer(scratch, hd);
+  with_codec(head.key_type(), [&](auto codec) {
+    score_rows<decltype(codec)>(q, hd, n_q_heads, [&head, idx](int64_t j) { return head.key_data(idx[j]); }, m, scale,
+                                s, m, buffer);
+  });
   for (int g = 0; g < n_q_heads; ++g) softmax_inplace(s + g * m, m);
-  weighted_rows(s, m, hd, n_q_heads, [&head, idx](int64_t j) { return head.value(idx[j]); }, m, out);
+  with_codec(head.value_type(), [&](auto codec) {
+    weighted_rows<decltype(codec)>(s, m, hd, n_q_heads, [&head, idx](int64_t j) { return head.value_data(idx[j]); },
+                                   m, out, buffer);
+  });
 }
 
 }  // namespace kvslim

@@ -18,6 +18,7 @@ constexpr int64_t kAttentionQueryTile = 128;
 // the kernels never allocate.
 struct AttentionScratch {
   std::vector<float> scores;
+  std::vector<float> rows;  // decoded f16/bf16/q8_0 rows: one row (decode) or one page (prefill)
 };
 
 // Floats of AttentionScratch::scores the kernels need for `n_q_heads` query heads (decode) or

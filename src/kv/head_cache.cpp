@@ -7,12 +7,24 @@
 
 namespace kvslim {
 
-const float* HeadCache::key(int64_t i) const {
-  return pages_[size_t(i / page_tokens_)]->keys + (i % page_tokens_) * head_dim_;
+const uint8_t* HeadCache::key_data(int64_t i) const {
+  return pages_[size_t(i / page_tokens_)]->keys + size_t(i % page_tokens_) * key_bytes_;
 }
 
-const float* HeadCache::value(int64_t i) const {
-  return pages_[size_t(i / page_tokens_)]->values + (i % page_tokens_) * head_dim_;
+const uint8_t* HeadCache::value_data(int64_t i) const {
+  return pages_[size_t(i / page_tokens_)]->values + size_t(i % page_tokens_) * value_bytes_;
+}
+
+const float* HeadCache::key_f32(int64_t i, float* buffer) const {
+  if (key_type_ == DType::F32) return reinterpret_cast<const float*>(key_data(i));
+  convert_to_f32(key_type_, key_data(i), buffer, head_dim_);
+  return buffer;
+}
+
+const float* HeadCache::value_f32(int64_t i, float* buffer) const {
+  if (value_type_ == DType::F32) return reinterpret_cast<const float*>(value_data(i));
+  convert_to_f32(value_type_, value_data(i), buffer, head_dim_);
+  return buffer;
 }
 
 int64_t HeadCache::position(int64_t i) const { return pages_[size_t(i / page_tokens_)]->positions[i % page_tokens_]; }
@@ -21,12 +33,16 @@ void HeadCache::append(const float* key, const float* value, int64_t position, P
   if (page_tokens_ == 0) {
     page_tokens_ = pool.page_tokens();
     head_dim_ = pool.head_dim();
+    key_type_ = pool.key_type();
+    value_type_ = pool.value_type();
+    key_bytes_ = pool.key_row_bytes();
+    value_bytes_ = pool.value_row_bytes();
   }
   const int64_t row = size_ % page_tokens_;
   if (size_ == int64_t(pages_.size()) * page_tokens_) pages_.push_back(pool.acquire());
   KvPage* page = pages_.back();
-  std::memcpy(page->keys + row * head_dim_, key, size_t(head_dim_) * sizeof(float));
-  std::memcpy(page->values + row * head_dim_, value, size_t(head_dim_) * sizeof(float));
+  convert_from_f32(key, key_type_, page->keys + size_t(row) * key_bytes_, head_dim_);
+  convert_from_f32(value, value_type_, page->values + size_t(row) * value_bytes_, head_dim_);
   page->positions[row] = position;
   ++size_;
 }
@@ -42,7 +58,6 @@ void HeadCache::retain(std::span<const int32_t> keep, PagePool& pool) {
   // keep[j] >= j, so moving rows forward in ascending order never overwrites a row still to be
   // read. Runs of consecutive indices move as one block per page segment.
   const int64_t pt = page_tokens_;
-  const size_t row_bytes = size_t(head_dim_) * sizeof(float);
   int64_t dst = 0;
   for (size_t j = 0; j < keep.size();) {
     int64_t src = keep[j];
@@ -57,8 +72,9 @@ void HeadCache::retain(std::span<const int32_t> keep, PagePool& pool) {
     const KvPage* from = pages_[size_t(src / pt)];
     KvPage* to = pages_[size_t(dst / pt)];
     const int64_t fr = src % pt, tr = dst % pt;
-    std::memmove(to->keys + tr * head_dim_, from->keys + fr * head_dim_, size_t(run) * row_bytes);
-    std::memmove(to->values + tr * head_dim_, from->values + fr * head_dim_, size_t(run) * row_bytes);
+    std::memmove(to->keys + size_t(tr) * key_bytes_, from->keys + size_t(fr) * key_bytes_, size_t(run) * key_bytes_);
+    std::memmove(to->values + size_t(tr) * value_bytes_, from->values + size_t(fr) * value_bytes_,
+                 size_t(run) * value_bytes_);
     std::memmove(to->positions + tr, from->positions + fr, size_t(run) * sizeof(int64_t));
     j += size_t(run);
     dst += run;

@@ -1,6 +1,6 @@
 // The tokens one (layer, KV head) keeps: keys (after RoPE), values and original positions, in
-// ascending position order, stored in pages from a PagePool. Heads of a layer may hold
-// different tokens and different counts.
+// ascending position order, stored in pages from a PagePool in the pool's row types (f32, f16,
+// bf16 or q8_0). Heads of a layer may hold different tokens and different counts.
 #pragma once
 
 #include <cstdint>
@@ -20,10 +20,22 @@ class HeadCache {
   HeadCache& operator=(HeadCache&&) noexcept = default;
 
   int64_t size() const { return size_; }
-  const float* key(int64_t i) const;
-  const float* value(int64_t i) const;
   int64_t position(int64_t i) const;
 
+  // Token i's stored rows, in key_type() / value_type() (valid once a token was appended).
+  const uint8_t* key_data(int64_t i) const;
+  const uint8_t* value_data(int64_t i) const;
+  DType key_type() const { return key_type_; }
+  DType value_type() const { return value_type_; }
+  int head_dim() const { return head_dim_; }
+
+  // Token i's key (value) as f32, exactly the numbers attention computes with: f32 rows are
+  // returned in place (no copy); other types are decoded into `buffer` (head_dim floats), which
+  // is returned. Methods score from these, so their kept sets follow what attention reads.
+  const float* key_f32(int64_t i, float* buffer) const;
+  const float* value_f32(int64_t i, float* buffer) const;
+
+  // Stores the f32 rows in the pool's types (f16/bf16 round to nearest even, q8_0 as ggml).
   void append(const float* key, const float* value, int64_t position, PagePool& pool);
   // Keeps only the tokens at `keep` (strictly ascending indices into the current tokens),
   // compacted to the front in that order; pages no longer needed go back to the pool.
@@ -40,6 +52,8 @@ class HeadCache {
   int64_t size_ = 0;
   int page_tokens_ = 0;  // set on first append
   int head_dim_ = 0;
+  DType key_type_ = DType::F32, value_type_ = DType::F32;
+  size_t key_bytes_ = 0, value_bytes_ = 0;  // bytes of one stored row
 };
 
 }  // namespace kvslim

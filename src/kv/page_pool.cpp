@@ -13,24 +13,32 @@ namespace kvslim {
 
 namespace {
 
-// One mapping per page: keys, values, positions, then the KvPage header itself, rounded up to
-// whole OS pages. Keys start on an OS page boundary, so rows are 64-byte aligned when
-// head_dim * 4 is a multiple of 64.
-uint64_t keys_bytes(int head_dim, int page_tokens) { return uint64_t(page_tokens) * head_dim * sizeof(float); }
-
-uint64_t header_offset(int head_dim, int page_tokens) {
-  const uint64_t end = 2 * keys_bytes(head_dim, page_tokens) + uint64_t(page_tokens) * sizeof(int64_t);
-  return (end + alignof(KvPage) - 1) / alignof(KvPage) * alignof(KvPage);
-}
+uint64_t align_to(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
 }  // namespace
 
-PagePool::PagePool(int head_dim, int page_tokens) : head_dim_(head_dim), page_tokens_(page_tokens) {
+// One mapping per page: keys, values, positions, then the KvPage header itself, rounded up to
+// whole OS pages. Keys start on an OS page boundary and values on a 64-byte boundary, so rows
+// are 64-byte aligned when their size is a multiple of 64 (f32 with head_dim 16k, f16/bf16 with
+// 32k). The f32 layout is the one kvslim always had: values right after the keys.
+PagePool::PagePool(int head_dim, int page_tokens, DType key_type, DType value_type)
+    : head_dim_(head_dim), page_tokens_(page_tokens), key_type_(key_type), value_type_(value_type) {
   if (head_dim < 1) fail("KV page pool: head_dim must be >= 1 (got {})", head_dim);
   if (page_tokens < 1) fail("KV page pool: page_tokens must be >= 1 (got {})", page_tokens);
+  for (DType t : {key_type, value_type}) {
+    if (t != DType::F32 && t != DType::F16 && t != DType::BF16 && t != DType::Q8_0)
+      fail("KV page pool: {} is not a KV type (f32, f16, bf16, q8_0)", dtype_name(t));
+    if (t == DType::Q8_0 && head_dim % kQ8Block != 0)
+      fail("KV page pool: q8_0 rows need head_dim to be a multiple of {} (got {})", kQ8Block, head_dim);
+  }
+  key_row_bytes_ = row_bytes(key_type, head_dim);
+  value_row_bytes_ = row_bytes(value_type, head_dim);
+  keys_bytes_ = uint64_t(page_tokens) * key_row_bytes_;
+  values_offset_ = align_to(keys_bytes_, 64);
+  positions_offset_ = align_to(values_offset_ + uint64_t(page_tokens) * value_row_bytes_, alignof(int64_t));
+  header_offset_ = align_to(positions_offset_ + uint64_t(page_tokens) * sizeof(int64_t), alignof(KvPage));
   const uint64_t os_page = uint64_t(sysconf(_SC_PAGESIZE));
-  const uint64_t bytes = header_offset(head_dim, page_tokens) + sizeof(KvPage);
-  page_bytes_ = (bytes + os_page - 1) / os_page * os_page;
+  page_bytes_ = align_to(header_offset_ + sizeof(KvPage), os_page);
 }
 
 PagePool::~PagePool() {
@@ -44,10 +52,8 @@ KvPage* PagePool::map_page() {
   if (base == MAP_FAILED)
     fail("KV cache: cannot map a page of {} bytes ({} pages mapped): {}", page_bytes_, in_use_ + int64_t(free_.size()),
          std::strerror(errno));
-  char* b = static_cast<char*>(base);
-  const uint64_t kb = keys_bytes(head_dim_, page_tokens_);
-  return new (b + header_offset(head_dim_, page_tokens_))
-      KvPage{reinterpret_cast<float*>(b), reinterpret_cast<float*>(b + kb), reinterpret_cast<int64_t*>(b + 2 * kb)};
+  uint8_t* b = static_cast<uint8_t*>(base);
+  return new (b + header_offset_) KvPage{b, b + values_offset_, reinterpret_cast<int64_t*>(b + positions_offset_)};
 }
 
 void PagePool::unmap_page(KvPage* page) { munmap(page->keys, page_bytes_); }

@@ -28,12 +28,19 @@ class ProbeRows final : public SoftmaxRowObserver {
 
 }  // namespace
 
-PagedKvCache::PagedKvCache(const ModelConfig& c, int64_t capacity, int page_tokens)
-    : n_layers_(c.n_layers), n_heads_(c.n_heads), n_kv_heads_(c.n_kv_heads), head_dim_(c.head_dim),
-      capacity_(capacity), pool_(c.head_dim, page_tokens) {
-  if (n_layers_ < 1 || n_kv_heads_ < 1 || n_heads_ < n_kv_heads_ || n_heads_ % n_kv_heads_ != 0)
-    fail("KV cache: {} layers with {} query heads over {} KV heads is not a valid shape", n_layers_, n_heads_,
-         n_kv_heads_);
+namespace {
+
+const KvShape& validated(const KvShape& shape) {
+  validate_kv_shape(shape);
+  return shape;
+}
+
+}  // namespace
+
+PagedKvCache::PagedKvCache(const KvShape& shape, int64_t capacity, int page_tokens)
+    : n_layers_(validated(shape).n_layers), n_heads_(shape.n_heads), n_kv_heads_(shape.n_kv_heads),
+      head_dim_(shape.head_dim), capacity_(capacity),
+      pool_(shape.head_dim, page_tokens, shape.key_type, shape.value_type) {
   if (capacity < 1) fail("KV cache: capacity must be >= 1 token (got {})", capacity);
   heads_.resize(size_t(n_layers_) * n_kv_heads_);
   selected_.resize(size_t(n_kv_heads_));
@@ -67,7 +74,12 @@ void PagedKvCache::attend(int layer, const float* q, int n, float* out, ThreadPo
     // Sized once for the largest query tile (or group) over a full head, so decode never
     // allocates.
     scratch_.resize(size_t(pool.size()));
-    for (auto& s : scratch_) s.scores.resize(size_t(attention_scores_size(group, capacity_)));
+    // Non-f32 pages decode one page of rows at a time for the prefill products.
+    const bool decoded = key_type() != DType::F32 || value_type() != DType::F32;
+    for (auto& s : scratch_) {
+      s.scores.resize(size_t(attention_scores_size(group, capacity_)));
+      if (decoded) s.rows.resize(size_t(pool_.page_tokens()) * head_dim_);
+    }
   }
 
   bool sparse = false;

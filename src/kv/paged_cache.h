@@ -11,8 +11,8 @@
 #include "kv/attention.h"
 #include "kv/head_cache.h"
 #include "kv/kv_cache.h"
+#include "kv/kv_shape.h"
 #include "kv/page_pool.h"
-#include "model/config.h"
 
 namespace kvslim {
 
@@ -41,8 +41,10 @@ class SparseSelector {
 
 class PagedKvCache final : public KvCache {
  public:
-  // capacity: the most tokens any one head may hold (the context size).
-  PagedKvCache(const ModelConfig& config, int64_t capacity, int page_tokens = 256);
+  // capacity: the most tokens any one head may hold (the context size). Pages store keys and
+  // values in shape.key_type / shape.value_type. Throws kvslim::Error for a shape or type that
+  // cannot be stored.
+  PagedKvCache(const KvShape& shape, int64_t capacity, int page_tokens = 256);
   ~PagedKvCache() override;
 
   void append(int layer, const float* k, const float* v, int n, const int64_t* positions) override;
@@ -63,6 +65,8 @@ class PagedKvCache final : public KvCache {
   int n_kv_heads() const { return n_kv_heads_; }
   int n_heads() const { return n_heads_; }
   int head_dim() const { return head_dim_; }
+  DType key_type() const { return pool_.key_type(); }
+  DType value_type() const { return pool_.value_type(); }
   HeadCache& head(int layer, int kv_head) { return heads_[size_t(layer) * n_kv_heads_ + kv_head]; }
   const HeadCache& head(int layer, int kv_head) const { return heads_[size_t(layer) * n_kv_heads_ + kv_head]; }
   PagePool& pool() { return pool_; }

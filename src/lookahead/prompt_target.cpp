@@ -19,7 +19,7 @@ PromptTarget<float> prompt_target(const Model& model, ThreadPool& pool, const st
   if (prompt.empty() || response.empty()) fail("a LookaheadKV training example needs a prompt and a response");
   const ModelConfig& c = model.config();
   const int64_t n = int64_t(prompt.size());
-  PagedKvCache cache(c, n + int64_t(response.size()));
+  PagedKvCache cache(kv_shape(c), n + int64_t(response.size()));  // f32: the training target
   Forward forward(model, kBlock);
   auto run = [&](const std::vector<int32_t>& tokens, int64_t pos0) {
     for (size_t start = 0; start < tokens.size(); start += kBlock) {
@@ -64,8 +64,8 @@ PromptTarget<float> prompt_target(const Model& model, ThreadPool& pool, const st
       const HeadCache& head = cache.head(l, g);
       const size_t off = (size_t(l) * c.n_kv_heads + g) * n * hd;
       for (int64_t i = 0; i < n; ++i) {
-        std::copy_n(head.key(i), hd, &t.keys[off + i * hd]);
-        std::copy_n(head.value(i), hd, &t.values[off + i * hd]);
+        std::copy_n(head.key_f32(i, &t.keys[off + i * hd]), hd, &t.keys[off + i * hd]);
+        std::copy_n(head.value_f32(i, &t.values[off + i * hd]), hd, &t.values[off + i * hd]);
       }
     }
   return t;

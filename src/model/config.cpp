@@ -81,4 +81,8 @@ void ModelConfig::to_gguf(gguf::Writer& w) const {
   w.set(p + "rope.freq_base", Value::of_f32(rope_base));
 }
 
+KvShape kv_shape(const ModelConfig& c, DType key_type, DType value_type) {
+  return {c.n_layers, c.n_heads, c.n_kv_heads, c.head_dim, key_type, value_type};
+}
+
 }  // namespace kvslim

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "gguf/gguf.h"
+#include "kv/kv_shape.h"
 
 namespace kvslim {
 
@@ -38,5 +39,9 @@ struct ModelConfig {
   // Writes the `general.architecture` and `{arch}.*` keys (used by init-model).
   void to_gguf(gguf::Writer& writer) const;
 };
+
+// The KV cache's view of the model: its shape, with keys and values stored as `key_type` and
+// `value_type` (f32 by default: training and reference paths compute in f32).
+KvShape kv_shape(const ModelConfig& config, DType key_type = DType::F32, DType value_type = DType::F32);
 
 }  // namespace kvslim

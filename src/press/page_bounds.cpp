@@ -19,7 +19,8 @@ void PageBounds::sync(const HeadCache& head, const TokenView& view) {
   // token now at the last folded slot has a different position (or the view got shorter).
   const bool stale = n < n_tokens_ || (n_tokens_ > 0 && head.position(view.index(n_tokens_ - 1)) != last_position_);
   if (stale) reset(page_tokens_, head_dim_);
-  for (int64_t s = n_tokens_; s < n; ++s) append(head.key(view.index(s)));
+  row_.resize(size_t(head_dim_));
+  for (int64_t s = n_tokens_; s < n; ++s) append(head.key_f32(view.index(s), row_.data()));
   if (n > 0) last_position_ = head.position(view.index(n - 1));
 }
 

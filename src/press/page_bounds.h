@@ -51,6 +51,7 @@ class PageBounds {
   int64_t n_tokens_ = 0;
   int64_t last_position_ = -1;  // original position of the last folded token
   std::vector<float> min_, max_;  // [page][head_dim]
+  std::vector<float> row_;        // a key decoded from an f16/bf16/q8_0 page
 };
 
 // Quest's upper bound on q·k over the keys of a page (Quest §3.2, Algorithm 1):

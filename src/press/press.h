@@ -82,6 +82,9 @@ class Press {
 
   // Before the first prefill block (size accumulators here).
   virtual void begin(PressContext& ctx) {}
+  // Before each prefill block's forward pass: the block's `n_tokens` prompt tokens will sit at
+  // positions n_past() .. n_past()+n_tokens-1 (block-wise eviction prepares its probes here).
+  virtual void before_prefill_block(PressContext& ctx, int64_t n_tokens) {}
   // After each prefill block's forward pass over every layer.
   virtual void after_prefill_block(PressContext& ctx) {}
   // Once the whole prompt is cached; the prompt's last logits are already computed.

@@ -26,7 +26,15 @@ void SnapKvScorer::check_budget(int64_t budget) const {
   if (s_.window > budget) fail("{}: window {} exceeds the budget {}", method_, s_.window, budget);
 }
 
-void SnapKvScorer::begin(PressContext& ctx) { votes_.reset(ctx.config(), ctx.n_prompt(), ctx.n_prompt() - s_.window); }
+void SnapKvScorer::begin(PressContext& ctx) {
+  // Block-wise, the votes are sized per block (before_prefill_block), never for the whole prompt.
+  if (!block_) votes_.reset(ctx.config(), ctx.n_prompt(), ctx.n_prompt() - s_.window);
+}
+
+void SnapKvScorer::before_prefill_block(PressContext& ctx, int64_t n_tokens) {
+  // The block's last `window` queries vote over every token a head can hold during the block.
+  if (block_) votes_.reset(ctx.config(), largest_head(ctx.cache()) + n_tokens, ctx.n_past() + n_tokens - s_.window);
+}
 
 std::vector<float> SnapKvScorer::score(PressContext& ctx, int layer, int kv_head) {
   const int64_t n = ctx.cache().head(layer, kv_head).size();

@@ -17,6 +17,7 @@ struct SnapKvSettings {
   int window = 32;
   int kernel = 7;
   PoolKind pooling = PoolKind::Max;
+  bool block = false;  // prefill=block: evict after every prefill block, the block's last queries voting
 };
 
 // The options window, kernel and pooling with SnapKV's defaults.
@@ -27,11 +28,14 @@ SnapKvSettings snapkv_settings(const PressOptions& o);
 // A ScorerPress keeping the window plus the top (budget - window) prefix tokens by pooled votes.
 class SnapKvScorer : public ScorerPress {
  public:
-  SnapKvScorer(std::string method, const SnapKvSettings& settings) : method_(std::move(method)), s_(settings) {}
+  SnapKvScorer(std::string method, const SnapKvSettings& settings) : method_(std::move(method)), s_(settings) {
+    set_block_eviction(settings.block);
+  }
 
   AttentionProbe* prefill_probe() override { return &votes_; }
   void check_budget(int64_t budget) const override;
   void begin(PressContext& ctx) override;
+  void before_prefill_block(PressContext& ctx, int64_t n_tokens) override;
 
   // Pooled votes for the prefix [0, n - window); the window's tokens score +inf (always kept,
   // which wrappers such as adakv rely on).

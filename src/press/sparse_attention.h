@@ -16,6 +16,7 @@ namespace kvslim {
 // KV head has its own, so that heads are selected in parallel.
 struct SelectScratch {
   std::vector<float> scores, logits, page_scores, magnitude;
+  std::vector<float> row;  // one key decoded from an f16/bf16/q8_0 page
   std::vector<int32_t> channels, picked, order;  // picked: pages or slots chosen
   std::vector<char> use_max;
 };

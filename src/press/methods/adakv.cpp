@@ -26,22 +26,37 @@ namespace {
 
 class AdaKvPress final : public Press {
  public:
-  AdaKvPress(std::unique_ptr<Press> inner, ScorerPress& scorer, double floor)
-      : inner_(std::move(inner)), scorer_(scorer), floor_(floor) {}
+  // Block-wise, the scorer's probes follow the blocks (its own block mode, whose eviction adakv
+  // never calls) and adakv allocates the layer's budget after every block.
+  AdaKvPress(std::unique_ptr<Press> inner, ScorerPress& scorer, double floor, bool block)
+      : inner_(std::move(inner)), scorer_(scorer), floor_(floor), block_(block) {
+    scorer_.set_block_eviction(block);
+  }
 
   AttentionProbe* prefill_probe() override { return inner_->prefill_probe(); }
   void check_budget(int64_t budget) const override { inner_->check_budget(budget); }
   void begin(PressContext& ctx) override { inner_->begin(ctx); }
-
-  void end_prefill(PressContext& ctx) override {
-    for (int layer = 0; layer < ctx.cache().n_layers(); ++layer) compress_layer(ctx, layer);
+  void before_prefill_block(PressContext& ctx, int64_t n_tokens) override {
+    inner_->before_prefill_block(ctx, n_tokens);
   }
+  void after_prefill_block(PressContext& ctx) override {
+    if (block_) compress(ctx);
+  }
+  void end_prefill(PressContext& ctx) override { compress(ctx); }
 
  private:
   struct Candidate {
     float score;
     int32_t head, index;
   };
+
+  // The scorer's extra forward rows (DapQ, LookaheadKV) run once, when some head is over the
+  // budget, before any layer is scored.
+  void compress(PressContext& ctx) {
+    if (!cache_exceeds_budget(ctx)) return;
+    scorer_.prepare_scores(ctx);
+    for (int layer = 0; layer < ctx.cache().n_layers(); ++layer) compress_layer(ctx, layer);
+  }
 
   void compress_layer(PressContext& ctx, int layer) {
     const PagedKvCache& cache = ctx.cache();
@@ -84,13 +99,14 @@ class AdaKvPress final : public Press {
 
     for (int h = 0; h < n_heads; ++h) {
       std::sort(keep[h].begin(), keep[h].end());
-      if (int64_t(keep[h].size()) < cache.head(layer, h).size()) ctx.keep(layer, h, keep[h]);
+      if (int64_t(keep[h].size()) < cache.head(layer, h).size()) scorer_.keep_tokens(ctx, layer, h, keep[h]);
     }
   }
 
   std::unique_ptr<Press> inner_;
   ScorerPress& scorer_;  // inner_, as a scorer
   double floor_;
+  bool block_;
 };
 
 std::vector<std::string> split_options(const std::string& list) {
@@ -107,13 +123,14 @@ std::vector<std::string> split_options(const std::string& list) {
 std::unique_ptr<Press> make_adakv(const PressOptions& o) {
   const std::string name = o.get_string("scorer");
   const double floor = o.get_double("floor", 0.0, 1.0);
+  const bool block = block_eviction(o);
   if (name == "adakv") fail("adakv: option scorer=adakv: adakv cannot wrap itself");
   for (const PressInfo& info : press_registry()) {
     if (info.name != name) continue;
     std::unique_ptr<Press> inner = info.make(PressOptions(info.name, info.options, split_options(o.get_string("inner"))));
     auto* scorer = dynamic_cast<ScorerPress*>(inner.get());
     if (!scorer) fail("adakv: option scorer={}: '{}' is not a score-based method", name, name);
-    return std::make_unique<AdaKvPress>(std::move(inner), *scorer, floor);
+    return std::make_unique<AdaKvPress>(std::move(inner), *scorer, floor, block);
   }
   std::vector<std::string> names;
   for (const PressInfo& info : press_registry()) names.push_back(info.name);
@@ -126,7 +143,8 @@ PressInfo adakv_press() {
   return {"adakv", "adaptive per-head budgets: the layer's best scores across KV heads, with a per-head floor",
           {{"scorer", "snapkv", "score-based method to wrap (also `adakv:<scorer>`)"},
            {"inner", "", "the scorer's options, comma-separated key=value (e.g. window=16,kernel=5)"},
-           {"floor", "0.2", "each head keeps at least floor(floor * budget) of its own best tokens"}},
+           {"floor", "0.2", "each head keeps at least floor(floor * budget) of its own best tokens"},
+           prefill_evict_option()},
           make_adakv};
 }
 

@@ -17,16 +17,19 @@ namespace {
 
 class DapqPress final : public ScorerPress {
  public:
-  DapqPress(int first, int last, int kernel, PoolKind pooling)
-      : first_(first), last_(last), kernel_(kernel), pooling_(pooling) {}
+  DapqPress(int first, int last, int kernel, PoolKind pooling, bool block)
+      : first_(first), last_(last), kernel_(kernel), pooling_(pooling) {
+    set_block_eviction(block);
+  }
 
-  void end_prefill(PressContext& ctx) override {
-    if (!cache_exceeds_budget(ctx)) return;  // budget >= prompt: no extra forward pass
-    // One extra forward of w rows at positions n_past() .. n_past()+w-1; the
-    // probe sums their rows over the prompt keys (the pseudo keys themselves are not scored).
-    votes_.reset(ctx.config(), ctx.n_prompt(), ctx.n_past());
-    ctx.run_appended(pseudo_tokens(ctx.prompt()), &votes_);
-    ScorerPress::end_prefill(ctx);
+  // Runs only when some head is over the budget (no extra forward pass otherwise): one extra
+  // forward of w rows at positions n_past() .. n_past()+w-1; the probe sums their rows over the
+  // cached keys (the pseudo keys themselves are not scored). Block-wise this runs after every
+  // block that leaves a head over the budget, the pseudo tokens taken from the prompt so far.
+  void prepare_scores(PressContext& ctx) override {
+    votes_.reset(ctx.config(), largest_head(ctx.cache()), ctx.n_past());
+    const std::vector<int32_t> so_far(ctx.prompt().begin(), ctx.prompt().begin() + ctx.n_past());
+    ctx.run_appended(pseudo_tokens(so_far), &votes_);
   }
 
   // §4.2 Eq. 4: pseudo queries' attention on each prompt token, group mean, pooled.
@@ -58,14 +61,16 @@ PressInfo dapq_press() {
           {{"a", "4", "pseudo tokens taken from the start of the prompt"},
            {"b", "28", "pseudo tokens taken from the end of the prompt"},
            {"kernel", "7", "pooling kernel (odd)"},
-           {"pooling", "max", "max, avg or none"}},
+           {"pooling", "max", "max, avg or none"},
+           prefill_evict_option()},
           [](const PressOptions& o) {
             const int a = o.get_int("a", 0, 1 << 16), b = o.get_int("b", 0, 1 << 16);
             if (a + b < 1) fail("dapq: options a={} and b={} give no pseudo token (a + b must be >= 1)", a, b);
             const int kernel = o.get_int("kernel", 1, 4095);
             if (kernel % 2 == 0) fail("dapq: option kernel={} must be odd", kernel);
             return std::make_unique<DapqPress>(a, b, kernel,
-                                               pool_kind_from_name(o.get_choice("pooling", {"max", "avg", "none"})));
+                                               pool_kind_from_name(o.get_choice("pooling", {"max", "avg", "none"})),
+                                               block_eviction(o));
           }};
 }
 

@@ -31,7 +31,8 @@ class ExactTopKPress final : public SparseAttentionPress {
     logits.resize(n);
     for (int g = 0; g < group; ++g) {
       const float* q = q_group + size_t(g) * d;
-      for (int64_t j = 0; j < n; ++j) logits[j] = dot(q, head.key(j), d) / scale;
+      scratch.row.resize(d);
+      for (int64_t j = 0; j < n; ++j) logits[j] = dot(q, head.key_f32(j, scratch.row.data()), d) / scale;
       add_softmax(logits, 1.0f / float(group), scores);
     }
     top_k_with_newest(scores, k_, scratch.order, out);

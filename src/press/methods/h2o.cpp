@@ -44,13 +44,19 @@ class ColumnSums final : public AttentionProbe {
 
 class H2oPress final : public ScorerPress {
  public:
-  H2oPress(double recent, bool decode) : recent_(recent), decode_(decode) {}
+  H2oPress(double recent, bool decode, bool block) : recent_(recent), decode_(decode) { set_block_eviction(block); }
 
   AttentionProbe* prefill_probe() override { return &sums_; }
   AttentionProbe* decode_probe() override { return decode_ ? &sums_ : nullptr; }
 
   void begin(PressContext& ctx) override {
     const int64_t n = ctx.n_prompt();
+    if (block_) {
+      // Block-wise the sums grow with each block's rows and are compacted at every eviction, so
+      // they are never sized for the whole prompt.
+      sums_.reset(ctx.config(), 0, std::min(n, ctx.budget()) + 1);
+      return;
+    }
     const int64_t largest_head = std::max(n, std::min(ctx.budget(), n + ctx.n_predict()));
     sums_.reset(ctx.config(), n, decode_ ? largest_head + 1 : n);
   }
@@ -62,19 +68,6 @@ class H2oPress final : public ScorerPress {
     const int64_t n = int64_t(scores.size());
     for (int64_t i = n - recent_count(n, ctx.budget()); i < n; ++i) scores[i] = std::numeric_limits<float>::infinity();
     return scores;
-  }
-
-  void end_prefill(PressContext& ctx) override {
-    PagedKvCache& cache = ctx.cache();
-    for (int layer = 0; layer < cache.n_layers(); ++layer)
-      for (int h = 0; h < cache.n_kv_heads(); ++h) {
-        if (cache.head(layer, h).size() <= ctx.budget()) continue;
-        const std::vector<float> scores = score(ctx, layer, h);
-        ctx.record_scores(layer, h, scores);
-        const std::vector<int32_t> keep = select(ctx, layer, h, scores, ctx.budget());
-        ctx.keep(layer, h, keep);
-        compact(ctx, layer, h, keep);
-      }
   }
 
   void after_decode_step(PressContext& ctx) override {
@@ -108,12 +101,12 @@ class H2oPress final : public ScorerPress {
     group_mean(ctx, layer, kv_head, mean_);
     const int64_t n = int64_t(mean_.size());
     all_but_lowest(mean_, n - recent_count(n, ctx.budget()), keep_);
-    ctx.keep(layer, kv_head, keep_);
-    compact(ctx, layer, kv_head, keep_);
+    keep_tokens(ctx, layer, kv_head, keep_);
   }
 
+ protected:
   // Each query head's sums follow the eviction of its KV head.
-  void compact(PressContext& ctx, int layer, int kv_head, std::span<const int32_t> keep) {
+  void kept(PressContext& ctx, int layer, int kv_head, std::span<const int32_t> keep) override {
     const int group = ctx.config().group_size();
     for (int g = 0; g < group; ++g) {
       std::vector<float>& s = sums_.of(layer, kv_head * group + g);
@@ -122,6 +115,7 @@ class H2oPress final : public ScorerPress {
     }
   }
 
+ private:
   double recent_;
   bool decode_;
   ColumnSums sums_;
@@ -134,9 +128,10 @@ class H2oPress final : public ScorerPress {
 PressInfo h2o_press() {
   return {"h2o", "heavy hitters: attention received from every query so far, plus the most recent tokens",
           {{"recent", "0.5", "fraction of the budget kept for the most recent tokens (R = floor(recent * budget))"},
-           {"decode", "true", "keep accumulating in decode and evict the lowest-scored non-recent token"}},
+           {"decode", "true", "keep accumulating in decode and evict the lowest-scored non-recent token"},
+           prefill_evict_option()},
           [](const PressOptions& o) {
-            return std::make_unique<H2oPress>(o.get_double("recent", 0.0, 1.0), o.get_bool("decode"));
+            return std::make_unique<H2oPress>(o.get_double("recent", 0.0, 1.0), o.get_bool("decode"), block_eviction(o));
           }};
 }
 

@@ -53,8 +53,9 @@ class KeyDiffPress final : public ScorerPress {
     const int d = ctx.cache().head_dim();
     const int64_t n = head.size();
     unit_.resize(size_t(n) * d);
+    key_row_.resize(d);
     for (int64_t i = 0; i < n; ++i) {
-      const float* k = head.key(i);
+      const float* k = head.key_f32(i, key_row_.data());
       const double norm = std::sqrt(dot(k, k, d));
       const float inv = norm > 0 ? float(1.0 / norm) : 0.0f;
       for (int c = 0; c < d; ++c) unit_[i * d + c] = k[c] * inv;
@@ -64,7 +65,7 @@ class KeyDiffPress final : public ScorerPress {
     out.resize(n);
     for (int64_t i = 0; i < n; ++i) {
       if (metric_ == Metric::Dot) {
-        out[i] = -float(dot(head.key(i), anchor_vec_.data(), d));
+        out[i] = -float(dot(head.key_f32(i, key_row_.data()), anchor_vec_.data(), d));
       } else {
         const double similarity = anchor_norm > 0 ? dot(&unit_[i * d], anchor_vec_.data(), d) / anchor_norm : 0.0;
         out[i] = -float(similarity);
@@ -115,7 +116,7 @@ class KeyDiffPress final : public ScorerPress {
   Anchor anchor_;
   Metric metric_;
   // Reused every step: normalised keys [n][d], anchor, one channel (median), scores, kept indices.
-  std::vector<float> unit_, anchor_vec_, column_, scores_;
+  std::vector<float> unit_, anchor_vec_, column_, scores_, key_row_;
   std::vector<int32_t> keep_;
 };
 

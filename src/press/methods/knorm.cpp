@@ -10,12 +10,14 @@ namespace {
 
 class KnormPress final : public ScorerPress {
  public:
+  explicit KnormPress(bool block) { set_block_eviction(block); }
+
   std::vector<float> score(PressContext& ctx, int layer, int kv_head) override {
     const HeadCache& head = ctx.cache().head(layer, kv_head);
     const int d = ctx.cache().head_dim();
-    std::vector<float> scores(head.size());
+    std::vector<float> scores(head.size()), row(d);
     for (int64_t i = 0; i < head.size(); ++i) {
-      const float* k = head.key(i);
+      const float* k = head.key_f32(i, row.data());
       double sq = 0;
       for (int c = 0; c < d; ++c) sq += double(k[c]) * k[c];
       scores[i] = -float(std::sqrt(sq));
@@ -27,8 +29,8 @@ class KnormPress final : public ScorerPress {
 }  // namespace
 
 PressInfo knorm_press() {
-  return {"knorm", "keeps the keys with the smallest L2 norm", {},
-          [](const PressOptions&) { return std::make_unique<KnormPress>(); }};
+  return {"knorm", "keeps the keys with the smallest L2 norm", {prefill_evict_option()},
+          [](const PressOptions& o) { return std::make_unique<KnormPress>(block_eviction(o)); }};
 }
 
 }  // namespace kvslim

@@ -114,7 +114,9 @@ class LagKvPress final : public Press {
   // with max == min normalises to 0), take each token's unbiased std over the d channels, and
   // softmax those over the partition's L tokens; adds weight * softmax to scores_.
   void lag_relative_score(const HeadCache& head, int64_t start, int d, bool values, float weight) {
-    auto row = [&](int64_t i) { return values ? head.value(i) : head.key(i); };
+    row_.resize(d);
+    // The stored rows as f32 (decoded from f16/bf16/q8_0 pages), one at a time.
+    auto row = [&](int64_t i) { return values ? head.value_f32(i, row_.data()) : head.key_f32(i, row_.data()); };
     lo_.assign(d, std::numeric_limits<float>::infinity());
     hi_.assign(d, -std::numeric_limits<float>::infinity());
     for (int64_t i = start + lag_; i < start + 2 * lag_; ++i) {
@@ -164,7 +166,7 @@ class LagKvPress final : public Press {
   std::vector<int64_t> base_;  // per layer: end of the sinks and the compressed region
   // Reused by every compression.
   std::vector<int32_t> keep_, order_;
-  std::vector<float> scores_, head_scores_, stds_, lo_, hi_, normalised_;
+  std::vector<float> scores_, head_scores_, stds_, lo_, hi_, normalised_, row_;
 };
 
 }  // namespace

@@ -94,12 +94,13 @@ class LaqPress final : public Press, private SparseSelector {
     sel = draft_[size_t(layer) * cache.n_kv_heads() + h];
     for (int64_t i = n_prompt_; i < n; ++i) sel.push_back(int32_t(i));
     probs.resize(n);
+    auto key_row = std::vector<float>(size_t(d));  // a decoded key (f16/bf16/q8_0 pages); heads run in parallel
     for (int g = 0; g < group_; ++g) {
       const int q_head = h * group_ + g;
       const float* qh = q + size_t(q_head) * d;
       float top = -INFINITY;
       for (int64_t j = 0; j < n; ++j) {
-        probs[j] = dot(qh, head.key(j), d) * scale;
+        probs[j] = dot(qh, head.key_f32(j, key_row.data()), d) * scale;
         top = std::max(top, probs[j]);
       }
       double sum = 0;

@@ -20,19 +20,21 @@ namespace {
 
 class LookaheadKvPress final : public ScorerPress {
  public:
-  LookaheadKvPress(std::string adapter_path, int kernel, PoolKind pooling)
-      : adapter_path_(std::move(adapter_path)), kernel_(kernel), pooling_(pooling) {}
+  LookaheadKvPress(std::string adapter_path, int kernel, PoolKind pooling, bool block)
+      : adapter_path_(std::move(adapter_path)), kernel_(kernel), pooling_(pooling) {
+    set_block_eviction(block);
+  }
 
   // Loaded (and checked against the model) before any prefill work, whatever the budget.
   void begin(PressContext& ctx) override {
     adapter_ = LookaheadAdapter::load(adapter_path_, ctx.config(), ctx.model_fingerprint());
   }
 
-  void end_prefill(PressContext& ctx) override {
-    if (!cache_exceeds_budget(ctx)) return;  // budget >= prompt: no extra forward pass
-    votes_.reset(ctx.config(), ctx.n_prompt(), ctx.n_past());
+  // Runs only when some head is over the budget (no extra forward pass otherwise); block-wise
+  // after every block that leaves a head over the budget, at the positions after that block.
+  void prepare_scores(PressContext& ctx) override {
+    votes_.reset(ctx.config(), largest_head(ctx.cache()), ctx.n_past());
     ctx.run_appended_rows(adapter_->embd.data(), adapter_->n_lookahead, &adapter_->lora, &votes_);
-    ScorerPress::end_prefill(ctx);
   }
 
   // Mean attention of the lookahead queries on each prompt token, group mean, pooled.
@@ -58,7 +60,8 @@ PressInfo lookaheadkv_press() {
           "learned lookahead rows (with their own LoRA) at the response's positions vote; keeps the top tokens",
           {{"adapter", "", "adapter GGUF for this model (kvslim init-adapter / train-lookahead); required"},
            {"kernel", "7", "pooling kernel (odd)"},
-           {"pooling", "max", "max, avg or none"}},
+           {"pooling", "max", "max, avg or none"},
+           prefill_evict_option()},
           [](const PressOptions& o) {
             std::string adapter = o.get_string("adapter");
             if (adapter.empty())
@@ -67,7 +70,8 @@ PressInfo lookaheadkv_press() {
             const int kernel = o.get_int("kernel", 1, 4095);
             if (kernel % 2 == 0) fail("lookaheadkv: option kernel={} must be odd", kernel);
             return std::make_unique<LookaheadKvPress>(
-                std::move(adapter), kernel, pool_kind_from_name(o.get_choice("pooling", {"max", "avg", "none"})));
+                std::move(adapter), kernel, pool_kind_from_name(o.get_choice("pooling", {"max", "avg", "none"})),
+                block_eviction(o));
           }};
 }
 

@@ -36,7 +36,9 @@ class PyramidKvPress final : public SnapKvScorer {
  public:
   PyramidKvPress(const SnapKvSettings& settings, int beta) : SnapKvScorer("pyramidkv", settings), beta_(beta) {}
 
-  void end_prefill(PressContext& ctx) override {
+  // Block-wise, each layer is cut to its own budget after every block (a head of layer l holds
+  // at most layer_budget(l) + block tokens; the layers' budgets sum to L * budget).
+  void evict_to_budget(PressContext& ctx) override {
     PagedKvCache& cache = ctx.cache();
     const int64_t budget = ctx.budget();
     if (ctx.n_prompt() <= budget) return;
@@ -49,7 +51,7 @@ class PyramidKvPress final : public SnapKvScorer {
         if (cache.head(layer, h).size() <= layer_budget) continue;  // the whole prefix fits
         const std::vector<float> scores = score(ctx, layer, h);
         ctx.record_scores(layer, h, scores);
-        ctx.keep(layer, h, select(ctx, layer, h, scores, layer_budget));
+        keep_tokens(ctx, layer, h, select(ctx, layer, h, scores, layer_budget));
       }
     }
   }
@@ -63,9 +65,12 @@ class PyramidKvPress final : public SnapKvScorer {
 PressInfo pyramidkv_press() {
   std::vector<OptionSpec> options = snapkv_option_specs();
   options.push_back({"beta", "20", "β: the last layer keeps b/β prefix tokens, the first 2b - b/β (b = budget - window)"});
+  options.push_back(prefill_evict_option());
   return {"pyramidkv", "SnapKV scores with per-layer budgets decreasing linearly with depth", options,
           [](const PressOptions& o) {
-            return std::make_unique<PyramidKvPress>(snapkv_settings(o), o.get_int("beta", 1, 1 << 20));
+            SnapKvSettings settings = snapkv_settings(o);
+            settings.block = block_eviction(o);
+            return std::make_unique<PyramidKvPress>(settings, o.get_int("beta", 1, 1 << 20));
           }};
 }
 

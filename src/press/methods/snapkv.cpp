@@ -8,8 +8,16 @@ namespace kvslim {
 
 PressInfo snapkv_press() {
   return {"snapkv", "window queries vote on the prefix (pooled); keeps the window plus the top prefix tokens",
-          snapkv_option_specs(),
-          [](const PressOptions& o) { return std::make_unique<SnapKvScorer>("snapkv", snapkv_settings(o)); }};
+          [] {
+            std::vector<OptionSpec> specs = snapkv_option_specs();
+            specs.push_back(prefill_evict_option());
+            return specs;
+          }(),
+          [](const PressOptions& o) {
+            SnapKvSettings settings = snapkv_settings(o);
+            settings.block = block_eviction(o);
+            return std::make_unique<SnapKvScorer>("snapkv", settings);
+          }};
 }
 
 }  // namespace kvslim

@@ -35,11 +35,12 @@ class SparqPress final : public SparseAttentionPress {
     std::vector<float>&scores = scratch.scores, &logits = scratch.logits;
     scores.assign(n, 0.0f);
     logits.resize(n);
+    scratch.row.resize(d);
     for (int g = 0; g < group; ++g) {
       const float* q = q_group + size_t(g) * d;
       const float scale = sparq_scale(q, channels, d);
       for (int64_t j = 0; j < n; ++j) {
-        const float* key = head.key(j);
+        const float* key = head.key_f32(j, scratch.row.data());
         float logit = 0.0f;
         for (int32_t c : channels) logit += q[c] * key[c];
         logits[j] = logit / scale;

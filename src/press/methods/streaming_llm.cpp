@@ -4,6 +4,7 @@
 #include <numeric>
 
 #include "press/methods.h"
+#include "press/scorer_press.h"
 
 namespace kvslim {
 
@@ -11,8 +12,12 @@ namespace {
 
 class StreamingLlmPress final : public Press {
  public:
-  explicit StreamingLlmPress(int sinks) : sinks_(sinks) {}
+  StreamingLlmPress(int sinks, bool block) : sinks_(sinks), block_(block) {}
 
+  // Block-wise the window slides after every block: the same tokens survive as at the end.
+  void after_prefill_block(PressContext& ctx) override {
+    if (block_) evict(ctx);
+  }
   void end_prefill(PressContext& ctx) override { evict(ctx); }
   void after_decode_step(PressContext& ctx) override { evict(ctx); }
 
@@ -33,6 +38,7 @@ class StreamingLlmPress final : public Press {
   }
 
   int sinks_;
+  bool block_;
   std::vector<int32_t> keep_;  // reused every decode step
 };
 
@@ -40,8 +46,10 @@ class StreamingLlmPress final : public Press {
 
 PressInfo streaming_llm_press() {
   return {"streaming_llm", "attention sinks plus a sliding window of the most recent tokens",
-          {{"sinks", "4", "first tokens always kept"}},
-          [](const PressOptions& o) { return std::make_unique<StreamingLlmPress>(o.get_int("sinks", 0, 1 << 20)); }};
+          {{"sinks", "4", "first tokens always kept"}, prefill_evict_option()},
+          [](const PressOptions& o) {
+            return std::make_unique<StreamingLlmPress>(o.get_int("sinks", 0, 1 << 20), block_eviction(o));
+          }};
 }
 
 }  // namespace kvslim

@@ -10,10 +10,18 @@ namespace {
 
 class TovaPress final : public ScorerPress {
  public:
+  explicit TovaPress(bool block) { set_block_eviction(block); }
+
   AttentionProbe* prefill_probe() override { return &last_row_; }
   AttentionProbe* decode_probe() override { return &last_row_; }
 
-  void begin(PressContext& ctx) override { last_row_.reset(ctx.config(), ctx.n_prompt(), ctx.n_prompt() - 1); }
+  void begin(PressContext& ctx) override {
+    if (!block_) last_row_.reset(ctx.config(), ctx.n_prompt(), ctx.n_prompt() - 1);
+  }
+  // Block-wise, the block's last query decides.
+  void before_prefill_block(PressContext& ctx, int64_t n_tokens) override {
+    if (block_) last_row_.reset(ctx.config(), largest_head(ctx.cache()) + n_tokens, ctx.n_past() + n_tokens - 1);
+  }
 
   std::vector<float> score(PressContext& ctx, int layer, int kv_head) override {
     std::vector<float> s = last_row_.group_mean(layer, kv_head);
@@ -22,7 +30,7 @@ class TovaPress final : public ScorerPress {
   }
 
   void end_prefill(PressContext& ctx) override {
-    ScorerPress::end_prefill(ctx);
+    evict_to_budget(ctx);
     prepare_next_step(ctx);
   }
 
@@ -37,7 +45,7 @@ class TovaPress final : public ScorerPress {
         if (cache.head(layer, h).size() > ctx.budget()) {
           const std::vector<float> s = score(ctx, layer, h);
           ctx.record_scores(layer, h, s);
-          ctx.keep(layer, h, select(ctx, layer, h, s, ctx.budget()));
+          keep_tokens(ctx, layer, h, select(ctx, layer, h, s, ctx.budget()));
         }
     prepare_next_step(ctx);
   }
@@ -56,8 +64,9 @@ class TovaPress final : public ScorerPress {
 }  // namespace
 
 PressInfo tova_press() {
-  return {"tova", "the last query's attention ranks tokens; decode evicts the least attended token each step", {},
-          [](const PressOptions&) { return std::make_unique<TovaPress>(); }};
+  return {"tova", "the last query's attention ranks tokens; decode evicts the least attended token each step",
+          {prefill_evict_option()},
+          [](const PressOptions& o) { return std::make_unique<TovaPress>(block_eviction(o)); }};
 }
 
 }  // namespace kvslim
