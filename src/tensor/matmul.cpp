@@ -1,13 +1,12 @@
 // matmul: Y = X W^T for a batch of n activation rows (prefill).
 //
-// f32/f16 (bf16 without AVX512-BF16, q8_0 without AVX-512 VNNI) use a blocked f32 GEMM of our own (measured
+// f32/f16/bf16 (and q8_0 without AVX-512 VNNI) use a blocked f32 GEMM of our own (measured
 // within ~10% of OpenBLAS's sgemm, without its extra packing pass or thread pool): X is packed
 // once into panels of kMR tokens ([k][kMR] floats, shared by all threads); threads take chunks
 // of kNR-row weight panels from a queue and, for each kKC-deep slice of K, convert a panel to
 // f32 in [k][kNR] order (converted 16 values at a time and transposed in registers) and run
 // the kMR x kNR register-blocked micro-kernel over all token panels, prefetching the next
-// panel's weights meanwhile. q8_0 on VNNI hardware goes to the int8 kernel in matmul_q8.cpp,
-// bf16 on AVX512-BF16 hardware to the bf16 dot-product kernel in matmul_bf16.cpp.
+// panel's weights meanwhile. q8_0 on VNNI hardware goes to the int8 kernel in matmul_q8.cpp.
 // Each output is computed by one thread in a fixed order, so results do not depend on the
 // number of threads.
 #include <algorithm>
@@ -63,6 +62,32 @@ void pack_x_panel(const float* x, int64_t n, int64_t k, int64_t t0, float* dst, 
 }
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+// In-register transpose of a 16x16 float tile (r[i] = row i on entry, column i on exit).
+inline void transpose16x16(__m512 r[16]) {
+  __m512 t[16];
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  __m512 u[4][4];  // u[g][j]: in 128-bit lane L, column 4L + j of rows 4g .. 4g + 3
+  for (int g = 0; g < 4; ++g) {
+    u[g][0] = _mm512_shuffle_ps(t[4 * g], t[4 * g + 2], 0x44);
+    u[g][1] = _mm512_shuffle_ps(t[4 * g], t[4 * g + 2], 0xEE);
+    u[g][2] = _mm512_shuffle_ps(t[4 * g + 1], t[4 * g + 3], 0x44);
+    u[g][3] = _mm512_shuffle_ps(t[4 * g + 1], t[4 * g + 3], 0xEE);
+  }
+  for (int j = 0; j < 4; ++j) {
+    const __m512 v0 = _mm512_shuffle_f32x4(u[0][j], u[1][j], 0x44);
+    const __m512 v1 = _mm512_shuffle_f32x4(u[0][j], u[1][j], 0xEE);
+    const __m512 v2 = _mm512_shuffle_f32x4(u[2][j], u[3][j], 0x44);
+    const __m512 v3 = _mm512_shuffle_f32x4(u[2][j], u[3][j], 0xEE);
+    r[j] = _mm512_shuffle_f32x4(v0, v2, 0x88);
+    r[4 + j] = _mm512_shuffle_f32x4(v0, v2, 0xDD);
+    r[8 + j] = _mm512_shuffle_f32x4(v1, v3, 0x88);
+    r[12 + j] = _mm512_shuffle_f32x4(v1, v3, 0xDD);
+  }
+}
+
 // 16 consecutive values of a row as f32 (masked: the rest are 0).
 inline __m512 load16_as_f32(DType type, const uint8_t* row, int64_t k, __mmask16 m) {
   switch (type) {
@@ -107,7 +132,7 @@ void pack_w_panel(const WeightView& w, int64_t r0, int64_t k0, int64_t kc, float
         const uint8_t* row = rows[16 * half + i];
         v[i] = row != nullptr ? load16_as_f32(src_type, row, base + kk, m) : _mm512_setzero_ps();
       }
-      detail::transpose16x16(v);
+      transpose16x16(v);
       for (int c = 0; c < cols; ++c) _mm512_storeu_ps(dst + (kk + c) * kNR + 16 * half, v[c]);
     }
   }
@@ -272,10 +297,6 @@ void matmul(const WeightView& w, const float* x, int64_t n, float* y, ThreadPool
   }
   if (n == 1) {
     matvec(w, x, y, pool);
-    return;
-  }
-  if (w.type == DType::BF16 && detail::matmul_bf16_available()) {
-    detail::matmul_bf16(w, x, n, y, pool);
     return;
   }
   if (w.type == DType::Q8_0 && detail::matmul_q8_available()) {
