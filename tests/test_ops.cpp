@@ -364,6 +364,44 @@ TEST_P(OpsMatvec, OneAndTwoThreadsBitIdentical) {
   }
 }
 
+// Decode's fused q/k/v and gate/up products: each output equals matvec's bit for bit, for any
+// thread count (the matrices share one dispatch; a chunk never spans two of them).
+TEST_P(OpsMatvec, MultiEqualsSeparateMatvecs) {
+  const DType type = GetParam();
+  ThreadPool one(1), two(2), three(3);
+  const int64_t cols = 2048;
+  const TestWeights a = make_weights(type, 301, cols, 11), b = make_weights(type, 64, cols, 12),
+                    c = make_weights(type, 1030, cols, 13);
+  const auto x = random_vec(static_cast<size_t>(cols), 14);
+  const WeightView views[] = {a.view(), b.view(), c.view()};
+  std::vector<std::vector<float>> separate(3);
+  for (int i = 0; i < 3; ++i) {
+    separate[i].resize(static_cast<size_t>(views[i].rows));
+    matvec(views[i], x.data(), separate[i].data(), one);
+  }
+  for (ThreadPool* pool : {&one, &two, &three}) {
+    std::vector<std::vector<float>> fused(3);
+    float* ys[3];
+    for (int i = 0; i < 3; ++i) {
+      fused[i].assign(static_cast<size_t>(views[i].rows), -1.0f);
+      ys[i] = fused[i].data();
+    }
+    matvec_multi(views, x.data(), ys, *pool);
+    for (int i = 0; i < 3; ++i)
+      ASSERT_EQ(0, std::memcmp(separate[i].data(), fused[i].data(), separate[i].size() * 4))
+          << dtype_name(type) << " matrix " << i << " threads " << pool->size();
+  }
+  // Mixed types or widths fall back to one product each, with the same results.
+  const TestWeights other = make_weights(type == DType::F32 ? DType::F16 : DType::F32, 40, cols, 15);
+  std::vector<float> y_other(40), y_other_ref(40), y_a(301);
+  const WeightView mixed[] = {a.view(), other.view()};
+  float* mixed_ys[] = {y_a.data(), y_other.data()};
+  matvec_multi(mixed, x.data(), mixed_ys, two);
+  matvec(other.view(), x.data(), y_other_ref.data(), one);
+  EXPECT_EQ(0, std::memcmp(y_a.data(), separate[0].data(), y_a.size() * 4));
+  EXPECT_EQ(0, std::memcmp(y_other.data(), y_other_ref.data(), y_other.size() * 4));
+}
+
 INSTANTIATE_TEST_SUITE_P(AllTypes, OpsMatvec, ::testing::ValuesIn(kAllTypes),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 

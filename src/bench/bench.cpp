@@ -4,8 +4,10 @@
 #include <chrono>
 #include <random>
 
+#include "engine/sampler.h"
 #include "press/registry.h"
 #include "util/error.h"
+#include "util/op_profile.h"
 
 namespace kvslim {
 
@@ -86,14 +88,36 @@ BenchReport run_bench(const Model& model, ThreadPool& pool, const BenchOptions& 
     session.prefill(std::vector<int32_t>(tokens.begin(), tokens.begin() + context));
     const std::optional<TokenCost> cost = session.token_cost();
     std::vector<double> ms, rate;
+    Sampler sampler(SamplerParams{}, n_vocab);
+    const std::vector<int32_t> no_history;
+    if (options.profile) {
+      OpProfile::reset();
+      OpProfile::set_enabled(true);
+    }
     for (int rep = 0; rep < options.reps; ++rep) {
       const auto start = Clock::now();
-      for (int i = 0; i < options.decode_tokens; ++i) session.decode(tokens[session.n_past()]);
+      for (int i = 0; i < options.decode_tokens; ++i) {
+        const float* logits = session.decode(tokens[session.n_past()]);
+        if (options.profile) {
+          ProfileScope prof(ProfOp::Sampling);
+          sampler.sample(logits, no_history);
+        }
+      }
       const double elapsed = ms_between(start, Clock::now());
       ms.push_back(elapsed / options.decode_tokens);
       rate.push_back(options.decode_tokens * 1000.0 / elapsed);
     }
     BenchPoint point;
+    if (options.profile) {
+      OpProfile::set_enabled(false);
+      const double steps_done = double(options.reps) * options.decode_tokens;
+      for (int op = 0; op < int(ProfOp::kCount); ++op) {
+        const auto o = ProfOp(op);
+        if (OpProfile::count(o) == 0) continue;
+        point.profile.push_back({std::string(prof_op_name(o)), OpProfile::total_ns(o) / 1e6 / steps_done,
+                                 OpProfile::count(o) / steps_done});
+      }
+    }
     point.length = context;
     point.tokens_per_s = Summary::of(rate);
     point.ms = Summary::of(ms);

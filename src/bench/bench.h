@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "engine/session.h"
@@ -17,6 +18,9 @@ struct BenchOptions {
   int decode_tokens = 16;  // tokens decoded per repetition at each context length
   int batch = 512;
   uint64_t seed = 1;
+  // Time each op of the decode steps (and a sampling call per step, which plain decode
+  // measurements leave out): BenchPoint::profile.
+  bool profile = false;
   CompressionOptions compression;  // the method measured (prefill includes its scoring)
   EngineOptions engine;            // only the KV page types are read (batch and context are set per run)
   void validate() const;
@@ -25,6 +29,13 @@ struct BenchOptions {
 struct Summary {
   double median = 0, min = 0, max = 0;
   static Summary of(std::vector<double> values);
+};
+
+// One op's share of a decode step (see util/op_profile.h).
+struct OpTime {
+  std::string op;
+  double ms_per_token = 0;
+  double calls_per_token = 0;
 };
 
 struct BenchPoint {
@@ -37,6 +48,7 @@ struct BenchPoint {
   // Per (layer, KV head) in token-equivalents once the prompt (context) is cached: what decode
   // stores and reads each step (Session::token_cost; RocketKV's own report).
   std::optional<TokenCost> token_cost;
+  std::vector<OpTime> profile;  // decode with BenchOptions::profile only
 };
 
 struct BenchReport {

@@ -10,6 +10,13 @@ namespace kvslim::cli {
 
 namespace {
 
+nlohmann::json profile_json(const BenchPoint& p) {
+  nlohmann::json ops = nlohmann::json::array();
+  for (const auto& o : p.profile)
+    ops.push_back({{"op", o.op}, {"ms_per_token", o.ms_per_token}, {"calls_per_token", o.calls_per_token}});
+  return ops;
+}
+
 nlohmann::json to_json(const BenchPoint& p, const char* length_key) {
   return {{length_key, p.length},
           {"tok_s", {{"median", p.tokens_per_s.median}, {"min", p.tokens_per_s.min}, {"max", p.tokens_per_s.max}}},
@@ -55,6 +62,8 @@ void add_bench_command(CLI::App& app) {
   add_compression_options(*cmd, opt->bench.compression);
   add_kv_type_options(*cmd, opt->bench.engine);
   cmd->add_option("--threads", opt->threads, "threads (0: all cores)")->capture_default_str();
+  cmd->add_flag("--profile", opt->bench.profile,
+                 "time each op of the decode steps (matvecs, attention, norms, sampling, pool wait)");
   cmd->add_flag("--json", opt->json, "print JSON");
   cmd->callback([opt] {
     const auto model = Model::load(opt->model);
@@ -73,6 +82,14 @@ void add_bench_command(CLI::App& app) {
                opt->bench.compression.press);
     print_table("prefill", "prompt", "ms/prompt", report.prefill);
     print_table("decode", "context", "ms/token", report.decode);
+    for (const auto& p : report.decode) {
+      if (p.profile.empty()) continue;
+      // Scopes nest (the matvecs include their pool wait), so shares are of the measured step.
+      fmt::print("decode profile at context {} (ms per token; pool wait is inside the matvecs)\n", p.length);
+      for (const auto& o : p.profile)
+        fmt::print("  {:<20} {:>9.3f} ms {:>6.1f}% {:>8.1f} calls\n", o.op, o.ms_per_token,
+                   100.0 * o.ms_per_token / p.ms.median, o.calls_per_token);
+    }
   });
 }
 

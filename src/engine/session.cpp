@@ -11,6 +11,7 @@
 #include "model/fingerprint.h"
 #include "press/registry.h"
 #include "util/error.h"
+#include "util/op_profile.h"
 
 namespace kvslim {
 
@@ -223,7 +224,10 @@ const float* Session::decode(int32_t token) {
   const float* logits = forward_.run(&token, 1, n_past_, cache_, pool_);
   ++n_past_;
   history_.push_back(token);
-  if (press_) timed(&Press::after_decode_step);
+  if (press_) {
+    ProfileScope prof(ProfOp::PressHooks);
+    timed(&Press::after_decode_step);
+  }
   last_logits_.assign(logits, logits + model_.config().n_vocab);
   return last_logits_.data();
 }

@@ -270,6 +270,27 @@ const float* page_rows_f32(const uint8_t* rows, DType type, int64_t n, int hd, f
   return buffer;
 }
 
+// Scaled scores of one query per head against every token of the head, page by page (each key
+// row read once for all the heads).
+void score_all_rows(const PagedKv& kv, const float* q, int n_heads, float* s, int64_t s_stride,
+                    AttentionScratch& scratch) {
+  const int hd = kv.head_dim;
+  const int64_t pt = kv.page_tokens;
+  const int64_t n = kv.head.size();
+  const auto& pages = kv.head.pages();
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  float* buffer = rows_buffer(scratch, hd);
+  const size_t kb = row_bytes(kv.head.key_type(), hd);
+  with_codec(kv.head.key_type(), [&](auto codec) {
+    using Codec = decltype(codec);
+    for (int64_t p0 = 0; p0 < n; p0 += pt) {
+      const uint8_t* keys = pages[size_t(p0 / pt)]->keys;
+      score_rows<Codec>(q, hd, n_heads, [keys, kb](int64_t j) { return keys + j * kb; }, std::min(pt, n - p0), scale,
+                        s + p0, s_stride, buffer);
+    }
+  });
+}
+
 // One query per head over every token of the head: scores page by page, one softmax per head,
 // then the probability-weighted values page by page.
 void decode_dense(const PagedKv& kv, const float* q, int n_heads, float* out, AttentionScratch& scratch,
@@ -278,19 +299,9 @@ void decode_dense(const PagedKv& kv, const float* q, int n_heads, float* out, At
   const int64_t pt = kv.page_tokens;
   const int64_t n = kv.head.size();
   const auto& pages = kv.head.pages();
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   float* s = scores_buffer(scratch, int64_t(n_heads) * n);
-
   float* buffer = rows_buffer(scratch, hd);
-  const size_t kb = row_bytes(kv.head.key_type(), hd);
-  with_codec(kv.head.key_type(), [&](auto codec) {
-    using Codec = decltype(codec);
-    for (int64_t p0 = 0; p0 < n; p0 += pt) {
-      const uint8_t* keys = pages[size_t(p0 / pt)]->keys;
-      score_rows<Codec>(q, hd, n_heads, [keys, kb](int64_t j) { return keys + j * kb; }, std::min(pt, n - p0), scale,
-                        s + p0, n, buffer);
-    }
-  });
+  score_all_rows(kv, q, n_heads, s, n, scratch);
   for (int g = 0; g < n_heads; ++g) {
     softmax_inplace(s + g * n, n);
     if (observer) observer->on_row(g, 0, s + g * n, n);
@@ -371,6 +382,12 @@ void attend_dense(const PagedKv& kv, const float* q, int64_t q_stride, int n_q_h
     decode_dense(kv, q, n_q_heads, out, scratch, observer);
   else
     prefill_dense(kv, q, q_stride, n_q_heads, n_q, out, out_stride, scratch, observer);
+}
+
+void attention_scores(const PagedKv& kv, const float* q, int n_q_heads, float* s, int64_t s_stride,
+                      AttentionScratch& scratch) {
+  if (n_q_heads < 1 || kv.head.size() == 0) return;
+  score_all_rows(kv, q, n_q_heads, s, s_stride, scratch);
 }
 
 void attend_sparse(const PagedKv& kv, std::span<const int32_t> indices, const float* q, int n_q_heads, float* out,

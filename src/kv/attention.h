@@ -51,6 +51,13 @@ struct PagedKv {
 void attend_dense(const PagedKv& kv, const float* q, int64_t q_stride, int n_q_heads, int64_t n_q, float* out,
                   int64_t out_stride, AttentionScratch& scratch, SoftmaxRowObserver* observer = nullptr);
 
+// The first pass of decode attention alone: s[g * s_stride + j] = q_g . k_j / sqrt(head_dim)
+// for every token j of the head and query head g (consecutive, head_dim apart), the same
+// numbers the decode kernel computes, each key row read once for all the heads. For sparse
+// selectors that rank tokens by exact attention.
+void attention_scores(const PagedKv& kv, const float* q, int n_q_heads, float* s, int64_t s_stride,
+                      AttentionScratch& scratch);
+
 // One query per head (n_q_heads consecutive heads, head_dim apart) attending over only the
 // tokens at `indices` (ascending cache indices): softmax over that subset. An empty subset
 // gives zeros.

@@ -71,6 +71,7 @@ class PagedKvCache final : public KvCache {
   const HeadCache& head(int layer, int kv_head) const { return heads_[size_t(layer) * n_kv_heads_ + kv_head]; }
   PagePool& pool() { return pool_; }
   const PagePool& pool() const { return pool_; }
+  int page_tokens() const { return pool_.page_tokens(); }
 
   // Token-exact accounting (pages round up): sum over heads of kept tokens.
   int64_t total_tokens() const;

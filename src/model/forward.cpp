@@ -1,9 +1,11 @@
 #include "model/forward.h"
 
 #include <algorithm>
+#include <array>
 
 #include "tensor/ops.h"
 #include "util/error.h"
+#include "util/op_profile.h"
 
 namespace kvslim {
 
@@ -23,6 +25,24 @@ void project(const WeightView& w, const LoraAdapter* lora, int layer, LoraSite s
              ThreadPool& pool) {
   linear(w, x, n, y, pool);
   if (lora) lora->apply(layer, site, x, n, y, pool);
+}
+
+// Several projections of the same x (q/k/v, gate/up). For one token they share a single pool
+// dispatch (matvec_multi), which is where decode's synchronisation cost goes; results are the
+// same as one project() each.
+template <size_t N>
+void project_same_x(const std::array<const WeightView*, N>& ws, const LoraAdapter* lora, int layer,
+                    const std::array<LoraSite, N>& sites, const float* x, int n, const std::array<float*, N>& ys,
+                    ThreadPool& pool) {
+  if (n == 1) {
+    std::array<WeightView, N> views;
+    for (size_t i = 0; i < N; ++i) views[i] = *ws[i];
+    matvec_multi(views, x, ys, pool);
+  } else {
+    for (size_t i = 0; i < N; ++i) matmul(*ws[i], x, n, ys[i], pool);
+  }
+  if (lora)
+    for (size_t i = 0; i < N; ++i) lora->apply(layer, sites[i], x, n, ys[i], pool);
 }
 
 void add_bias(float* y, const std::vector<float>& bias, int n) {
@@ -62,9 +82,12 @@ const float* Forward::run(const int32_t* tokens, int n, int64_t pos0, KvCache& c
                           bool all_logits) {
   const ModelConfig& c = model_.config();
   if (n < 1 || n > max_block_) fail("forward block of {} tokens outside [1, {}]", n, max_block_);
-  for (int t = 0; t < n; ++t) {
-    if (tokens[t] < 0 || tokens[t] >= c.n_vocab) fail("token id {} is outside the vocabulary [0, {})", tokens[t], c.n_vocab);
-    convert_to_f32(model_.token_embedding().type, model_.token_embedding().row(tokens[t]), &x_[size_t(t) * c.dim], c.dim);
+  {
+    ProfileScope prof(ProfOp::Embed);
+    for (int t = 0; t < n; ++t) {
+      if (tokens[t] < 0 || tokens[t] >= c.n_vocab) fail("token id {} is outside the vocabulary [0, {})", tokens[t], c.n_vocab);
+      convert_to_f32(model_.token_embedding().type, model_.token_embedding().row(tokens[t]), &x_[size_t(t) * c.dim], c.dim);
+    }
   }
   return run_embedded(n, pos0, cache, pool, nullptr, all_logits);
 }
@@ -88,8 +111,12 @@ const float* Forward::run_embedded(int n, int64_t pos0, KvCache& cache, ThreadPo
   }
   const int first = all_logits ? 0 : n - 1;
   const int rows = n - first;
-  for (int t = first; t < n; ++t)
-    rmsnorm(&x_[size_t(t) * c.dim], model_.output_norm().data(), &xn_[size_t(t - first) * c.dim], c.dim, c.rms_eps);
+  {
+    ProfileScope prof(ProfOp::Norm);
+    for (int t = first; t < n; ++t)
+      rmsnorm(&x_[size_t(t) * c.dim], model_.output_norm().data(), &xn_[size_t(t - first) * c.dim], c.dim, c.rms_eps);
+  }
+  ProfileScope prof(ProfOp::MatvecOutput);
   linear(model_.output(), xn_.data(), rows, logits_.data(), pool);
   return logits_.data();
 }
@@ -98,36 +125,67 @@ void Forward::attention_block(int layer, int n, int64_t pos0, KvCache& cache, Th
                               const LoraAdapter* lora) {
   const ModelConfig& c = model_.config();
   const LayerWeights& w = model_.layers()[layer];
-  for (int t = 0; t < n; ++t)
-    rmsnorm(&x_[size_t(t) * c.dim], w.attn_norm.data(), &xn_[size_t(t) * c.dim], c.dim, c.rms_eps);
-  project(w.wq, lora, layer, LoraSite::Q, xn_.data(), n, q_.data(), pool);
-  project(w.wk, lora, layer, LoraSite::K, xn_.data(), n, k_.data(), pool);
-  project(w.wv, lora, layer, LoraSite::V, xn_.data(), n, v_.data(), pool);
-  add_bias(q_.data(), w.bq, n);
-  add_bias(k_.data(), w.bk, n);
-  add_bias(v_.data(), w.bv, n);
-  norm_heads(q_.data(), n * c.n_heads, c.head_dim, w.q_norm, c.rms_eps);
-  norm_heads(k_.data(), n * c.n_kv_heads, c.head_dim, w.k_norm, c.rms_eps);
-  for (int t = 0; t < n; ++t) {
-    rope_inplace(&q_[size_t(t) * c.q_dim()], c.n_heads, pos0 + t, rope_);
-    rope_inplace(&k_[size_t(t) * c.kv_dim()], c.n_kv_heads, pos0 + t, rope_);
+  {
+    ProfileScope prof(ProfOp::Norm);
+    for (int t = 0; t < n; ++t)
+      rmsnorm(&x_[size_t(t) * c.dim], w.attn_norm.data(), &xn_[size_t(t) * c.dim], c.dim, c.rms_eps);
   }
-  cache.append(layer, k_.data(), v_.data(), n, positions_.data());
-  cache.attend(layer, q_.data(), n, attn_.data(), pool);
+  {
+    ProfileScope prof(ProfOp::MatvecQKV);
+    project_same_x<3>({&w.wq, &w.wk, &w.wv}, lora, layer, {LoraSite::Q, LoraSite::K, LoraSite::V}, xn_.data(), n,
+                      {q_.data(), k_.data(), v_.data()}, pool);
+    add_bias(q_.data(), w.bq, n);
+    add_bias(k_.data(), w.bk, n);
+    add_bias(v_.data(), w.bv, n);
+  }
+  {
+    ProfileScope prof(ProfOp::Rope);
+    norm_heads(q_.data(), n * c.n_heads, c.head_dim, w.q_norm, c.rms_eps);
+    norm_heads(k_.data(), n * c.n_kv_heads, c.head_dim, w.k_norm, c.rms_eps);
+    for (int t = 0; t < n; ++t) {
+      rope_inplace(&q_[size_t(t) * c.q_dim()], c.n_heads, pos0 + t, rope_);
+      rope_inplace(&k_[size_t(t) * c.kv_dim()], c.n_kv_heads, pos0 + t, rope_);
+    }
+  }
+  {
+    ProfileScope prof(ProfOp::KvAppend);
+    cache.append(layer, k_.data(), v_.data(), n, positions_.data());
+  }
+  {
+    ProfileScope prof(ProfOp::Attention);
+    cache.attend(layer, q_.data(), n, attn_.data(), pool);
+  }
   if (attention_output_hook_) attention_output_hook_(layer, attn_.data(), n);
-  project(w.wo, lora, layer, LoraSite::O, attn_.data(), n, xn_.data(), pool);
+  {
+    ProfileScope prof(ProfOp::MatvecO);
+    project(w.wo, lora, layer, LoraSite::O, attn_.data(), n, xn_.data(), pool);
+  }
+  ProfileScope prof(ProfOp::Residual);
   add_inplace(x_.data(), xn_.data(), int64_t(n) * c.dim);
 }
 
 void Forward::ffn_block(int layer, int n, ThreadPool& pool, const LoraAdapter* lora) {
   const ModelConfig& c = model_.config();
   const LayerWeights& w = model_.layers()[layer];
-  for (int t = 0; t < n; ++t)
-    rmsnorm(&x_[size_t(t) * c.dim], w.ffn_norm.data(), &xn_[size_t(t) * c.dim], c.dim, c.rms_eps);
-  project(w.w_gate, lora, layer, LoraSite::Gate, xn_.data(), n, gate_.data(), pool);
-  project(w.w_up, lora, layer, LoraSite::Up, xn_.data(), n, up_.data(), pool);
-  swiglu(gate_.data(), up_.data(), gate_.data(), int64_t(n) * c.ffn_dim);
-  project(w.w_down, lora, layer, LoraSite::Down, gate_.data(), n, xn_.data(), pool);
+  {
+    ProfileScope prof(ProfOp::Norm);
+    for (int t = 0; t < n; ++t)
+      rmsnorm(&x_[size_t(t) * c.dim], w.ffn_norm.data(), &xn_[size_t(t) * c.dim], c.dim, c.rms_eps);
+  }
+  {
+    ProfileScope prof(ProfOp::MatvecGateUp);
+    project_same_x<2>({&w.w_gate, &w.w_up}, lora, layer, {LoraSite::Gate, LoraSite::Up}, xn_.data(), n,
+                      {gate_.data(), up_.data()}, pool);
+  }
+  {
+    ProfileScope prof(ProfOp::Swiglu);
+    swiglu(gate_.data(), up_.data(), gate_.data(), int64_t(n) * c.ffn_dim);
+  }
+  {
+    ProfileScope prof(ProfOp::MatvecDown);
+    project(w.w_down, lora, layer, LoraSite::Down, gate_.data(), n, xn_.data(), pool);
+  }
+  ProfileScope prof(ProfOp::Residual);
   add_inplace(x_.data(), xn_.data(), int64_t(n) * c.dim);
 }
 

@@ -8,6 +8,7 @@
 #include <span>
 #include <vector>
 
+#include "kv/attention.h"
 #include "press/press.h"
 
 namespace kvslim {
@@ -19,6 +20,7 @@ struct SelectScratch {
   std::vector<float> row;  // one key decoded from an f16/bf16/q8_0 page
   std::vector<int32_t> channels, picked, order;  // picked: pages or slots chosen
   std::vector<char> use_max;
+  AttentionScratch attention;  // for attention_scores (exact scores of the whole head)
 };
 
 class SparseAttentionPress : public Press, public SparseSelector {

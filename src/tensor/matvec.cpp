@@ -349,6 +349,7 @@ void matvec_range(const WeightView& w, const void* xprep, int64_t r0, int64_t r1
   }
 }
 
+
 }  // namespace
 
 void matvec(const WeightView& w, const float* x, float* y, ThreadPool& pool) {
@@ -356,45 +357,82 @@ void matvec(const WeightView& w, const float* x, float* y, ThreadPool& pool) {
 }
 
 void matvec(const WeightView& w, const float* x, float* y, ThreadPool& pool, QuantKernel path) {
-  if (w.rows < 0 || w.cols < 0) fail("matvec: invalid weight shape {}x{}", w.rows, w.cols);
-  if (w.rows == 0) return;
-  if (w.cols == 0) {
-    std::memset(y, 0, static_cast<size_t>(w.rows) * sizeof(float));
+  float* ys[1] = {y};
+  matvec_multi({&w, 1}, x, ys, pool, path);
+}
+
+void matvec_multi(std::span<const WeightView> ws, const float* x, std::span<float* const> ys, ThreadPool& pool) {
+  matvec_multi(ws, x, ys, pool, QuantKernel::Auto);
+}
+
+void matvec_multi(std::span<const WeightView> ws, const float* x, std::span<float* const> ys, ThreadPool& pool,
+                  QuantKernel path) {
+  if (ws.size() != ys.size()) fail("matvec_multi: {} matrices but {} outputs", ws.size(), ys.size());
+  if (ws.empty()) return;
+  const WeightView& w0 = ws[0];
+  for (const WeightView& w : ws) {
+    if (w.rows < 0 || w.cols < 0) fail("matvec: invalid weight shape {}x{}", w.rows, w.cols);
+  }
+  // One dispatch needs one prepared x: the same type and width throughout. Anything else is
+  // done one matrix at a time.
+  bool same = true;
+  for (const WeightView& w : ws) same = same && w.type == w0.type && w.cols == w0.cols;
+  if (!same) {
+    for (size_t i = 0; i < ws.size(); ++i) matvec_multi({&ws[i], 1}, x, {&ys[i], 1}, pool, path);
     return;
   }
-  if (w.cols % dtype_block_size(w.type) != 0)
-    fail("matvec: {} weight has {} columns, not a multiple of {}", dtype_name(w.type), w.cols, dtype_block_size(w.type));
+  if (w0.cols == 0) {
+    for (size_t i = 0; i < ws.size(); ++i) std::memset(ys[i], 0, static_cast<size_t>(ws[i].rows) * sizeof(float));
+    return;
+  }
+  if (w0.cols % dtype_block_size(w0.type) != 0)
+    fail("matvec: {} weight has {} columns, not a multiple of {}", dtype_name(w0.type), w0.cols,
+         dtype_block_size(w0.type));
   const void* xprep = x;
   detail::Q8Activations xa;
-  if (w.type == DType::Q8_0) {
-    if (w.cols % kQ8Block != 0) fail("matvec: q8_0 weight has {} columns, not a multiple of 32", w.cols);
+  if (w0.type == DType::Q8_0) {
     thread_local detail::Scratch scratch;
-    xa = detail::quantize_activations(x, w.cols, scratch.get(detail::q8_activation_bytes(w.cols)));
+    xa = detail::quantize_activations(x, w0.cols, scratch.get(detail::q8_activation_bytes(w0.cols)));
     xprep = &xa;
   }
   QuantPrep qp;
-  if (dtype_is_quantized(w.type) && w.type != DType::Q8_0) {
+  if (dtype_is_quantized(w0.type) && w0.type != DType::Q8_0) {
     thread_local detail::Scratch scratch;
-    qp.xa = detail::prepare_quant_activations(w.type, x, w.cols,
-                                              scratch.get(detail::quant_activation_bytes(w.type, w.cols)));
+    qp.xa = detail::prepare_quant_activations(w0.type, x, w0.cols,
+                                              scratch.get(detail::quant_activation_bytes(w0.type, w0.cols)));
     qp.path = detail::resolve_quant_kernel(path);
     xprep = &qp;
   }
-  // Small matrices are not worth a dispatch.
-  const size_t bytes = static_cast<size_t>(w.rows) * row_bytes(w.type, w.cols);
-  if (pool.size() == 1 || bytes < (size_t{128} << 10) || w.rows < 2 * kGroup) {
-    matvec_range(w, xprep, 0, w.rows, y);
+  const size_t rb = row_bytes(w0.type, w0.cols);
+  int64_t total_rows = 0;
+  for (const WeightView& w : ws) total_rows += w.rows;
+  // Small work is not worth a dispatch.
+  if (pool.size() == 1 || static_cast<size_t>(total_rows) * rb < (size_t{128} << 10) || total_rows < 2 * kGroup) {
+    for (size_t i = 0; i < ws.size(); ++i) matvec_range(ws[i], xprep, 0, ws[i].rows, ys[i]);
     return;
   }
-  // About 8 chunks per thread, each at least 64 KiB of weights.
-  const size_t rb = row_bytes(w.type, w.cols);
-  int64_t chunk = std::max<int64_t>((w.rows + 8 * pool.size() - 1) / (8 * pool.size()),
+  // About 8 chunks per thread over all the matrices, each at least 64 KiB of weights; a chunk
+  // never spans two matrices. Chunk c of the concatenation is found by walking the (few)
+  // matrices' chunk counts.
+  int64_t chunk = std::max<int64_t>((total_rows + 8 * pool.size() - 1) / (8 * pool.size()),
                                     static_cast<int64_t>(((size_t{64} << 10) + rb - 1) / rb));
   chunk = (chunk + kGroup - 1) / kGroup * kGroup;
-  detail::ChunkQueue queue(w.rows, chunk);
+  int64_t n_chunks = 0;
+  for (const WeightView& w : ws) n_chunks += (w.rows + chunk - 1) / chunk;
+  detail::ChunkQueue queue(n_chunks, 1);
   pool.run_fn([&](int, int) {
-    int64_t r0, r1;
-    while (queue.pop(r0, r1)) matvec_range(w, xprep, r0, r1, y);
+    int64_t c0, c1;
+    while (queue.pop(c0, c1)) {
+      int64_t c = c0;
+      size_t i = 0;
+      for (;; ++i) {
+        const int64_t nc = (ws[i].rows + chunk - 1) / chunk;
+        if (c < nc) break;
+        c -= nc;
+      }
+      const int64_t r0 = c * chunk;
+      matvec_range(ws[i], xprep, r0, std::min(ws[i].rows, r0 + chunk), ys[i]);
+    }
   });
 }
 

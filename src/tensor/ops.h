@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 
 #include "tensor/dtype.h"
 #include "util/thread_pool.h"
@@ -18,6 +19,14 @@ enum class QuantKernel { Auto, Vnni, Avx2, Scalar };
 void matvec(const WeightView& w, const float* x, float* y, ThreadPool& pool);
 // The same with the block types' dot products computed on a given path.
 void matvec(const WeightView& w, const float* x, float* y, ThreadPool& pool, QuantKernel path);
+
+// ys[i] = ws[i] x for several matrices that read the same x (decode's q/k/v and gate/up): one
+// pool dispatch and one preparation of x for all of them, when they share a type and width
+// (otherwise one matvec each). Each y is bit-identical to matvec's.
+void matvec_multi(std::span<const WeightView> ws, const float* x, std::span<float* const> ys, ThreadPool& pool);
+// The same with the quantized kernels' code path forced (tests).
+void matvec_multi(std::span<const WeightView> ws, const float* x, std::span<float* const> ys, ThreadPool& pool,
+                  QuantKernel path);
 
 // Y[t][r] = sum_c W[r][c] * X[t][c] for t < n. X is n x W.cols, Y is n x W.rows (row-major).
 void matmul(const WeightView& w, const float* x, int64_t n, float* y, ThreadPool& pool);

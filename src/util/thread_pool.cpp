@@ -1,5 +1,7 @@
 #include "util/thread_pool.h"
 
+#include "util/op_profile.h"
+
 #include <algorithm>
 #include <chrono>
 #include <utility>
@@ -124,6 +126,7 @@ void ThreadPool::dispatch(Invoke invoke, void* ctx) {
   execute(0);
   pending_.fetch_sub(1, std::memory_order_acq_rel);
   run_claimed(gen);  // whatever the workers have not picked up yet
+  ProfileScope prof(ProfOp::PoolWait);
   // Wait for indices claimed by workers: spin briefly (they normally finish within
   // microseconds of the caller), then sleep on the counter so that a worker sharing this core
   // with other processes gets the CPU.

@@ -25,16 +25,16 @@ class ExactTopKPress final : public SparseAttentionPress {
     const int64_t n = head.size();
     if (n <= k_) return false;
     const int d = cache.head_dim(), group = cache.n_heads() / cache.n_kv_heads();
-    const float scale = std::sqrt(float(d));
     std::vector<float>&scores = scratch.scores, &logits = scratch.logits;
     scores.assign(n, 0.0f);
-    logits.resize(n);
-    for (int g = 0; g < group; ++g) {
-      const float* q = q_group + size_t(g) * d;
-      scratch.row.resize(d);
-      for (int64_t j = 0; j < n; ++j) logits[j] = dot(q, head.key_f32(j, scratch.row.data()), d) / scale;
-      add_softmax(logits, 1.0f / float(group), scores);
-    }
+    logits.resize(size_t(group) * n);
+    // The decode kernel's own score pass: every key read once for the whole group (rather than
+    // once per query head and decoded one row at a time), which is what made the oracle cost
+    // more than the dense attention it replaces.
+    attention_scores(PagedKv{head, d, cache.page_tokens()}, q_group, group, logits.data(), n,
+                     scratch.attention);
+    for (int g = 0; g < group; ++g)
+      add_softmax(std::span<float>(logits.data() + size_t(g) * n, size_t(n)), 1.0f / float(group), scores);
     top_k_with_newest(scores, k_, scratch.order, out);
     return true;
   }

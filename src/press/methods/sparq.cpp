@@ -32,21 +32,24 @@ class SparqPress final : public SparseAttentionPress {
     const int d = cache.head_dim(), group = cache.n_heads() / cache.n_kv_heads();
     const std::vector<int32_t>& channels = scratch.channels;
     top_channels(q_group, group, d, r_, scratch.magnitude, scratch.channels);
-    std::vector<float>&scores = scratch.scores, &logits = scratch.logits;
+    std::vector<float>&scores = scratch.scores, &logits = scratch.logits, &scales = scratch.page_scores;
     scores.assign(n, 0.0f);
-    logits.resize(n);
+    logits.resize(size_t(group) * n);
     scratch.row.resize(d);
-    for (int g = 0; g < group; ++g) {
-      const float* q = q_group + size_t(g) * d;
-      const float scale = sparq_scale(q, channels, d);
-      for (int64_t j = 0; j < n; ++j) {
-        const float* key = head.key_f32(j, scratch.row.data());
+    scales.resize(group);
+    for (int g = 0; g < group; ++g) scales[g] = sparq_scale(q_group + size_t(g) * d, channels, d);
+    // Each key is decoded once for the whole group (not once per query head).
+    for (int64_t j = 0; j < n; ++j) {
+      const float* key = head.key_f32(j, scratch.row.data());
+      for (int g = 0; g < group; ++g) {
+        const float* q = q_group + size_t(g) * d;
         float logit = 0.0f;
         for (int32_t c : channels) logit += q[c] * key[c];
-        logits[j] = logit / scale;
+        logits[size_t(g) * n + j] = logit / scales[g];
       }
-      add_softmax(logits, 1.0f / float(group), scores);
     }
+    for (int g = 0; g < group; ++g)
+      add_softmax(std::span<float>(logits.data() + size_t(g) * n, size_t(n)), 1.0f / float(group), scores);
     top_k_with_newest(scores, k_, scratch.order, out);
     return true;
   }
