@@ -36,7 +36,7 @@ double reference_ppl(const Model& model, const std::vector<int32_t>& tokens, int
   long double nll = 0;
   int64_t count = 0;
   for (int c = 0; c < n_chunks; ++c) {
-    PagedKvCache cache(model.config(), ctx);
+    PagedKvCache cache(kv_shape(model.config()), ctx);  // f32 pages
     Forward forward(model, 1);
     for (int p = 0; p + 1 < ctx; ++p) {
       const int32_t token = p == 0 ? model.tokenizer().bos_id() : tokens[size_t(c) * ctx + p];
@@ -57,6 +57,7 @@ TEST(Perplexity, MatchesATokenByTokenReference) {
   const std::vector<int32_t> tokens = eval::perplexity_tokens(*model, sample_text());
   ASSERT_EQ(tokens[0], model->tokenizer().bos_id());
   eval::PerplexityOptions options;
+  options.cache_type_k = options.cache_type_v = DType::F32;  // as the reference
   options.ctx = 64;
   options.batch = 24;  // blocks that do not divide the chunk
   const eval::PerplexityResult r = eval::perplexity(*model, pool, tokens, options);

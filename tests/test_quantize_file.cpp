@@ -123,7 +123,7 @@ TEST(QuantizeFile, Q8ModelRunsCloseToTheF32One) {
   const std::vector<int32_t> tokens = a->tokenizer().encode("the quick brown fox", true, false);
   std::vector<std::vector<float>> logits;
   for (const Model* m : {a.get(), b.get()}) {
-    PagedKvCache cache(m->config(), 64);
+    PagedKvCache cache(kv_shape(m->config()), 64);
     Forward forward(*m, 64);
     const float* l = forward.run(tokens.data(), int(tokens.size()), 0, cache, pool);
     logits.emplace_back(l, l + m->config().n_vocab);

@@ -21,6 +21,7 @@ struct PerplexityCliOptions {
   std::string model;
   std::string text_file;
   eval::PerplexityOptions ppl;
+  EngineOptions kv_types;  // only its cache types are used
   int threads = 0;
   bool json = false;
 };
@@ -85,7 +86,12 @@ void add_perplexity_command(CLI::App& app) {
   cmd->add_option("--threads", opt->threads, "threads (0: all cores)")->capture_default_str();
   cmd->add_flag("--json", opt->json, "print one JSON object: ppl, per-chunk values, tokens scored, time");
   add_compression_options(*cmd, opt->ppl.compression);
-  cmd->callback([opt] { run_perplexity(*opt); });
+  add_kv_type_options(*cmd, opt->kv_types);
+  cmd->callback([opt] {
+    opt->ppl.cache_type_k = opt->kv_types.cache_type_k;
+    opt->ppl.cache_type_v = opt->kv_types.cache_type_v;
+    run_perplexity(*opt);
+  });
 }
 
 }  // namespace kvslim::cli

@@ -24,10 +24,10 @@ bool compresses(const CompressionOptions& c) { return c.press != "full" || c.bud
 // Logits of positions first .. ctx-1 of one chunk, uncompressed: blocks of `batch` over the
 // first half (no logits kept), then the second half with every row's logits.
 std::vector<float> plain_chunk_logits(const Model& model, ThreadPool& pool, const std::vector<int32_t>& chunk,
-                                      int first, int batch) {
+                                      int first, const PerplexityOptions& options) {
   const int ctx = int(chunk.size());
-  PagedKvCache cache(model.config(), ctx);
-  Forward forward(model, std::min(batch, ctx));
+  PagedKvCache cache(kv_shape(model.config(), options.cache_type_k, options.cache_type_v), ctx, options.page_tokens);
+  Forward forward(model, std::min(options.batch, ctx));
   const size_t n_vocab = size_t(model.config().n_vocab);
   std::vector<float> logits;
   logits.reserve(size_t(ctx - first) * n_vocab);
@@ -54,6 +54,8 @@ std::vector<float> pressed_chunk_logits(const Model& model, ThreadPool& pool, co
   engine.context = ctx;
   engine.batch = options.batch;
   engine.page_tokens = options.page_tokens;
+  engine.cache_type_k = options.cache_type_k;
+  engine.cache_type_v = options.cache_type_v;
   Session session(model, pool, engine, ctx, press.get(), c.resolve_budget(first), ctx - first);
   session.prefill(std::vector<int32_t>(chunk.begin(), chunk.begin() + first));
   const PagedKvCache& kv = session.kv();
@@ -110,7 +112,7 @@ PerplexityResult perplexity(const Model& model, ThreadPool& pool, const std::vec
     PerplexityChunk out;
     const std::vector<float> logits = pressed
                                           ? pressed_chunk_logits(model, pool, chunk, first, options, out.kept_tokens)
-                                          : plain_chunk_logits(model, pool, chunk, first, options.batch);
+                                          : plain_chunk_logits(model, pool, chunk, first, options);
     if (!pressed) out.kept_tokens = first;
     // Row r holds the logits at position first + r, which predict the token at first + r + 1.
     for (int r = 0; r + first + 1 < ctx; ++r) {

@@ -29,6 +29,8 @@ struct PerplexityOptions {
   int batch = 512;   // forward block size
   int chunks = -1;   // chunks to score (-1: all that fit)
   int page_tokens = 256;
+  // KV page types (llama-perplexity's default is f16 too; f32 reproduces its -ctk f32 -ctv f32).
+  DType cache_type_k = DType::F16, cache_type_v = DType::F16;
   CompressionOptions compression;  // press "full" without budget/ratio: no compression
 };
 
