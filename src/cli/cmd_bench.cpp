@@ -25,7 +25,8 @@ nlohmann::json to_json(const BenchPoint& p, const char* length_key) {
           {"kv_bytes", p.kv_bytes},
           {"kv_bytes_peak", p.kv_bytes_peak},
           {"storage_tokens", p.token_cost ? nlohmann::json(p.token_cost->storage) : nlohmann::json()},
-          {"traffic_tokens", p.token_cost ? nlohmann::json(p.token_cost->traffic) : nlohmann::json()}};
+          {"traffic_tokens", p.token_cost ? nlohmann::json(p.token_cost->traffic) : nlohmann::json()},
+          {"profile", profile_json(p)}};
 }
 
 // Token-equivalents per head, or "-" for sparse attention without a report.
