@@ -22,11 +22,6 @@ using httplib::Response;
 
 namespace {
 
-void send_json(Response& res, int status, const json& body) {
-  res.status = status;
-  res.set_content(dump(body), "application/json; charset=utf-8");
-}
-
 std::string sse(const json& j) { return "data: " + dump(j) + "\n\n"; }
 
 // Event log of one streamed completion, shared by the content provider's calls.

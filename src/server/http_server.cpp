@@ -19,12 +19,12 @@ using json = nlohmann::json;
 using httplib::Request;
 using httplib::Response;
 
-namespace {
-
 void send_json(Response& res, int status, const json& body) {
   res.status = status;
   res.set_content(dump(body), "application/json; charset=utf-8");
 }
+
+namespace {
 
 void send_error(Response& res, int status, const std::string& message, const std::string& param = "") {
   send_json(res, status, error_json(status, message, param));

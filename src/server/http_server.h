@@ -31,6 +31,9 @@ namespace kvslim::server {
 class Scheduler;
 struct CompletionRequest;
 
+// Writes `body` as the JSON response with `status` (every handler answers through this).
+void send_json(httplib::Response& res, int status, const nlohmann::json& body);
+
 struct ServerOptions {
   std::string model_path;
   std::string alias;              // the model id in /v1/models (default: the file name)
