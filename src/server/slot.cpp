@@ -101,14 +101,11 @@ void Slot::begin() {
   const size_t reuse = reusable(job.prompt, key);
   const auto start = Clock::now();
   const std::vector<int32_t> turn(job.prompt.begin() + int64_t(reuse), job.prompt.end());
-  int64_t before = 0;
   if (reuse > 0) {
     // A later turn of the same conversation: keep the common prefix (rewinding whatever the new
     // prompt no longer has) and run the rest as one turn, with the method's multi-turn rule.
     session_->check_turn_fits(int64_t(turn.size()), int64_t(reuse));
     if (reuse < session_->history().size()) session_->rewind(int64_t(reuse));
-    before = cached_total();
-    logits_ = session_->feed_turn(turn, job.n_predict);
   } else {
     reset();
     const CompressionOptions& c = job.compression;
@@ -119,22 +116,35 @@ void Slot::begin() {
                                          job.sampling.seed);
     key_ = key;
     press_options_ = c.press_options;
-    logits_ = session_->feed_turn(turn, job.n_predict);
   }
+  // The turn runs one block per step (prefill_block), so other slots' tokens and prompts take
+  // turns with it instead of waiting for the whole prompt.
+  session_->begin_prefill(turn, job.n_predict);
+  result_.n_reused = int(reuse);
+  result_.prefill_ms = ms_since(start);
+  begun_ = true;
+}
+
+void Slot::prefill_block() {
   const PagedKvCache& kv = session_->kv();
   const int64_t heads = int64_t(kv.n_layers()) * kv.n_kv_heads();
-  evicted_last_step_ = before + int64_t(turn.size()) * heads - kv.total_tokens();
-  result_.prefill_ms = ms_since(start);
+  const int64_t before = kv.total_tokens();
+  const auto start = Clock::now();
+  const int n = session_->prefill_step();
+  // prompt_ms counts this slot's own blocks, not the other slots' steps in between.
+  result_.prefill_ms += ms_since(start);
+  evicted_last_step_ = before + n * heads - kv.total_tokens();
+  if (session_->prefilling()) return;
+  const GenerationJob& job = *job_;
+  logits_ = session_->last_logits();
   result_.score_ms = session_->score_ms();
   result_.n_prompt = int(job.prompt.size());
-  result_.n_reused = int(reuse);
   result_.kept_tokens = double(kv.total_tokens()) / double(heads);
   result_.press = job.compression.press;
   result_.budget = session_->budget() == INT64_MAX ? 0 : session_->budget();
   result_.kv_bytes_full = kv_bytes_for(model_.config(), engine_, int64_t(job.prompt.size())) -
                           kv_bytes_for(model_.config(), engine_, 0);
   if (job.kv_map) result_.kv_map = kept_map();
-  begun_ = true;
   decode_start_ = Clock::now();
 }
 
@@ -168,7 +178,7 @@ void Slot::finish(const std::string& reason, std::optional<std::string> error) {
   const std::string rest = text_ ? text_->flush() : std::string();
   if (!rest.empty()) job_->push(TokenEvent{-1, rest, "", 0, {}});
   result_.finish_reason = reason;
-  if (begun_) result_.decode_ms = ms_since(decode_start_);
+  if (begun_ && logits_) result_.decode_ms = ms_since(decode_start_);  // the prompt was prefilled
   if (session_) {
     result_.kv_bytes_peak = session_->kv().peak_bytes();
     result_.kv_bytes_final = session_->kv().bytes_in_use();
@@ -231,12 +241,16 @@ bool Slot::generate_one() {
 bool Slot::step() {
   evicted_last_step_ = 0;
   if (job_->cancelled.load()) {
+    // A session left half-way through a prefill holds a turn it never finished: drop it.
+    if (session_ && session_->prefilling()) reset();
     finish("cancelled");
     return true;
   }
   try {
-    if (!begun_) {
-      begin();
+    if (!begun_) begin();
+    if (session_->prefilling()) {
+      prefill_block();
+      if (session_->prefilling()) return false;
       if (job_->n_predict == 0) {
         finish("length");
         return true;
