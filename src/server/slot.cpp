@@ -89,7 +89,8 @@ void Slot::start(std::shared_ptr<GenerationJob> job) {
   logits_ = nullptr;
   result_ = JobResult{};
   result_.slot = id_;
-  result_.queue_ms = ms_since(job_->submitted);
+  result_.admitted = Clock::now();
+  result_.queue_ms = std::chrono::duration<double, std::milli>(result_.admitted - job_->submitted).count();
   sampler_ = std::make_unique<Sampler>(job_->sampling, model_.config().n_vocab);
   text_ = std::make_unique<TextStream>(job_->stop);
   last_used_ = Clock::now();
