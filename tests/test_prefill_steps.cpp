@@ -147,5 +147,44 @@ TEST(PrefillSteps, HalfPrefilledSessionRefusesEverythingElse) {
   EXPECT_EQ(session.n_past(), 41);
 }
 
+
+// A later turn longer than the context: with block-wise eviction each head holds at most
+// budget + one block while it runs, so it fits (Session::check_turn_fits); evicting only at the
+// end of the turn needs the whole turn in the cache, which is refused with the session unchanged.
+TEST(PrefillSteps, TurnLongerThanTheContextFitsWithBlockEviction) {
+  ThreadPool pool(2);
+  const Model& model = tiny_model();
+  const int n_vocab = model.config().n_vocab;
+  EngineOptions engine;
+  engine.batch = kBlock;
+  engine.context = 100;
+  for (const std::string evict : {"block", "end"}) {
+    SCOPED_TRACE(evict);
+    for (const std::string method : {"snapkv", "adakv", "keydiff"}) {
+      SCOPED_TRACE(method);
+      CompressionOptions c;
+      c.press = method;
+      c.prefill_evict = method == "keydiff" ? "end" : evict;  // KeyDiff always evicts per block
+      const auto press = c.make_press();
+      Session session(model, pool, engine, engine.context, press.get(), kBudget, 8, 1);
+      session.feed_turn(tokens(60, 0, n_vocab), 8);
+      const std::vector<int32_t> turn = tokens(150, 1, n_vocab);  // 150 > --ctx 100
+      if (evict == "end" && method != "keydiff") {
+        EXPECT_THROW(session.feed_turn(turn, 8), Error);
+        EXPECT_EQ(session.n_past(), 60);  // unchanged
+        continue;
+      }
+      session.feed_turn(turn, 8);
+      EXPECT_EQ(session.n_past(), 210);
+      const PagedKvCache& kv = session.kv();
+      for (int l = 0; l < kv.n_layers(); ++l)
+        for (int h = 0; h < kv.n_kv_heads(); ++h) EXPECT_LE(kv.head(l, h).size(), kBudget);
+      EXPECT_LE(kv.peak_bytes() / kv.pool().page_bytes(),
+                uint64_t(kv.n_layers() * kv.n_kv_heads()) * (kBudget + kBlock + engine.page_tokens));
+      session.decode(5);  // and the answer follows
+    }
+  }
+}
+
 }  // namespace
 }  // namespace kvslim

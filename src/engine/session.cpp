@@ -55,22 +55,34 @@ void CompressionOptions::validate() const {
     fail("--prefill-evict must be end or block (got '{}')", prefill_evict);
 }
 
+namespace {
+
+// True when the method has the option prefill=end|block.
+bool has_prefill_option(const std::string& press) {
+  const std::string name = press.substr(0, press.find(':'));
+  for (const PressInfo& info : press_registry())
+    if (info.name == name)
+      for (const OptionSpec& spec : info.options)
+        if (spec.key == "prefill") return true;
+  return false;
+}
+
+}  // namespace
+
+bool has_block_prefill_eviction(const std::string& press) {
+  return has_prefill_option(press) || press.substr(0, press.find(':')) == "keydiff";
+}
+
 std::unique_ptr<Press> CompressionOptions::make_press() const {
   std::vector<std::string> options = press_options;
   if (prefill_evict == "block") {
-    const std::string name = press.substr(0, press.find(':'));
-    bool has_option = false;
-    for (const PressInfo& info : press_registry())
-      if (info.name == name)
-        for (const OptionSpec& spec : info.options) has_option = has_option || spec.key == "prefill";
     std::vector<std::string> with;
     for (const PressInfo& info : press_registry())
-      for (const OptionSpec& spec : info.options)
-        if (spec.key == "prefill") with.push_back(info.name);
-    if (!has_option && name != "keydiff")
+      if (has_prefill_option(info.name)) with.push_back(info.name);
+    if (!has_block_prefill_eviction(press))
       fail("--prefill-evict block: method '{}' has no block-wise prefill eviction (methods with it: keydiff (always), {})",
            press, fmt::join(with, ", "));
-    if (has_option) options.push_back("prefill=block");
+    if (has_prefill_option(press)) options.push_back("prefill=block");
   }
   return kvslim::make_press(press, options);
 }
@@ -159,10 +171,11 @@ void Session::check_turn_fits(int64_t n, int64_t rewind_to) const {
       while (size > 0 && head.position(size - 1) >= rewind_to) --size;
       largest = std::max(largest, size);
     }
-  // A block-wise method (KeyDiff) cuts each head back to the budget after every block, so a long
-  // turn needs room for one block above the budget only.
+  // A block-wise method (KeyDiff, prefill=block) cuts each head back to the budget after every
+  // block, so a long turn needs room for one block above the budget only (or above what the head
+  // holds, when that is more: the first block lands before any eviction).
   int64_t needed = largest + n;
-  if (press_ && press_->prefill_block() > 0 && budget_ != INT64_MAX)
+  if (press_ && press_->evicts_each_prefill_block() && budget_ != INT64_MAX)
     needed = std::min(needed, std::max(largest, budget_) + std::min<int64_t>(n, forward_.max_block()));
   if (needed > cache_.capacity())
     fail("a turn of {} tokens does not fit: the cache holds up to {} tokens per head and {} are in use (--ctx)", n,

@@ -46,6 +46,10 @@ struct CompressionOptions {
   std::unique_ptr<Press> make_press() const;
 };
 
+// True when `press` (a method name, options after ':' allowed) can evict after every prefill
+// block (KeyDiff always does; others through their option prefill=block).
+bool has_block_prefill_eviction(const std::string& press);
+
 class Session final : private PressContext {
  public:
   // `capacity` bounds each head (at most options.context). `press` may be null (no compression).

@@ -83,6 +83,9 @@ CompressionOptions HttpServer::compression_for(const CompletionRequest& r) const
     c.budget = r.budget;
     c.ratio = r.ratio;
   }
+  // The server's --prefill-evict block applies to the methods that have block-wise eviction; a
+  // request choosing another method (full, ...) evicts at the end of its prompt as usual.
+  if (c.prefill_evict == "block" && !has_block_prefill_eviction(c.press)) c.prefill_evict = "end";
   // The CLI's validation, with its messages naming the request fields.
   try {
     c.validate();
@@ -96,7 +99,7 @@ CompressionOptions HttpServer::compression_for(const CompletionRequest& r) const
   }
   std::unique_ptr<Press> press;
   try {
-    press = make_press(c.press, c.press_options);
+    press = c.make_press();
   } catch (const Error& e) {
     bad_field("press_options", "{}", cli_flags_to_fields(e.what()));
   }

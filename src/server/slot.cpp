@@ -44,8 +44,8 @@ void add_logprobs(const float* logits, int n_vocab, int k, TokenEvent& event) {
 std::string compression_key(const CompressionOptions& c) {
   std::vector<std::string> options = c.press_options;
   std::sort(options.begin(), options.end());
-  return fmt::format("{}|{}|{}|{}", c.press, fmt::join(options, ","), c.budget ? std::to_string(*c.budget) : "",
-                     c.ratio ? fmt::format("{}", *c.ratio) : "");
+  return fmt::format("{}|{}|{}|{}|{}", c.press, fmt::join(options, ","), c.budget ? std::to_string(*c.budget) : "",
+                     c.ratio ? fmt::format("{}", *c.ratio) : "", c.prefill_evict);
 }
 
 uint64_t kv_bytes_for(const ModelConfig& config, const EngineOptions& engine, int64_t tokens) {
@@ -110,7 +110,7 @@ void Slot::begin() {
   } else {
     reset();
     const CompressionOptions& c = job.compression;
-    press_ = make_press(c.press, c.press_options);
+    press_ = c.make_press();  // with --prefill-evict block, the method's block-wise eviction
     if (c.budget) press_->check_budget(*c.budget);
     const int64_t budget = c.resolve_budget(int64_t(job.prompt.size()));
     session_ = std::make_unique<Session>(model_, pool_, engine_, engine_.context, press_.get(), budget, 0,
