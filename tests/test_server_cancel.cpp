@@ -80,6 +80,11 @@ TEST(ServerCancel, NonStreamedAnswerStopsWhenTheClientLeaves) {
   EXPECT_EQ(server.metric("kvslim:generations_cancelled_total"), 1);
   ASSERT_TRUE(eventually([&] { return slot_idle(server); }));
   EXPECT_EQ(server.metric("kvslim:requests_processing"), 0);
+  // The abandoned request is logged as 499 (client closed request).
+  ASSERT_TRUE(eventually([&] {
+    auto m = server.client().Get("/metrics");
+    return m && m->body.find("status=\"499\"") != std::string::npos;
+  }));
   const double cancelled_at = server.metric("kvslim:tokens_predicted_total");
   EXPECT_LT(cancelled_at, kMaxTokens / 2) << "the job ran on after its client left";
   std::printf("cancelled after %.0f of %d tokens\n", cancelled_at, kMaxTokens);

@@ -137,6 +137,8 @@ void HttpServer::completions(const Request& req, Response& res, bool chat) {
         // Nobody will read the answer: stop generating it (the slot finishes at its next step,
         // even half-way through a prompt) and leave without waiting for that.
         job->cancelled = true;
+        // Never delivered; it labels the request in /metrics (nginx's "client closed request").
+        send_json(res, 499, error_json(499, "the client closed the connection; the request was cancelled"));
         return;
       }
     if (job->error) throw RequestError(500, "", fmt::format("generation failed: {}", *job->error));
