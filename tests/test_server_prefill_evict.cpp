@@ -4,6 +4,8 @@
 // without it (full) is served, evicting nothing, rather than refused.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 #include "server_helpers.h"
 
 namespace kvslim {
@@ -31,6 +33,30 @@ TEST(ServerPrefillEvict, BlockEvictionBoundsThePromptsPeak) {
   EXPECT_LT(2 * block["bytes_peak"].get<uint64_t>(), end["bytes_peak"].get<uint64_t>()) << block << end;
   const json full = peak("--prefill-evict block", "full");
   EXPECT_GT(full["kept_tokens"].get<double>(), 300);
+}
+
+TEST(ServerPrefillEvict, SavedSlotRestoresBlockWise) {
+  const std::string dir = testing::temp_path("prefill-evict-slots");
+  std::filesystem::create_directories(dir);
+  ServerProcess server("--parallel 1 --ctx 1024 --kv-page 16 --batch 64 --press snapkv --budget 64 "
+                       "--prefill-evict block --slot-save-path " + dir);
+  std::string prompt;
+  for (int i = 0; i < 200; ++i) prompt += fmt::format(" w{}", i % 10);
+  auto [s1, first] = server.post("/v1/completions", json{{"prompt", prompt}, {"max_tokens", 2}}.dump());
+  ASSERT_EQ(s1, 200) << first;
+  ASSERT_EQ(server.post("/slots/0?action=save", json{{"filename", "b.kv"}}.dump()).first, 200);
+  ASSERT_EQ(server.post("/slots/0?action=erase", "{}").first, 200);
+  auto [rs, restored] = server.post("/slots/0?action=restore", json{{"filename", "b.kv"}}.dump());
+  ASSERT_EQ(rs, 200) << restored;
+  // The next turn (300 more tokens) continues the restored slot, evicting after every block: the
+  // slot's peak stays at budget + block per head (as the first turn's), far below 64 + 300.
+  std::string more = prompt + first["choices"][0]["text"].get<std::string>();
+  for (int i = 0; i < 150; ++i) more += fmt::format(" v{}", i % 10);
+  auto [s2, second] = server.post("/v1/completions", json{{"prompt", more}, {"max_tokens", 2}}.dump());
+  ASSERT_EQ(s2, 200) << second;
+  EXPECT_GE(second["timings"]["cache_n"].get<int>(), first["usage"]["prompt_tokens"].get<int>() - 1);
+  EXPECT_EQ(second["kv"]["kept_tokens"], 64);
+  EXPECT_LE(second["kv"]["bytes_peak"].get<uint64_t>(), first["kv"]["bytes_peak"].get<uint64_t>()) << first << second;
 }
 
 }  // namespace

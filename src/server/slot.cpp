@@ -116,7 +116,10 @@ void Slot::begin() {
     session_ = std::make_unique<Session>(model_, pool_, engine_, engine_.context, press_.get(), budget, 0,
                                          job.sampling.seed);
     key_ = key;
+    // The options as the method runs them: a KV file of a block-wise slot restores block-wise.
     press_options_ = c.press_options;
+    if (c.prefill_evict == "block" && has_block_prefill_eviction(c.press) && c.press.substr(0, c.press.find(':')) != "keydiff")
+      press_options_.push_back("prefill=block");
   }
   // The turn runs one block per step (prefill_block), so other slots' tokens and prompts take
   // turns with it instead of waiting for the whole prompt.
@@ -300,15 +303,17 @@ nlohmann::json Slot::restore(const std::string& path) {
   CompressionOptions c;
   c.press = contents.meta.press;
   c.press_options = contents.meta.press_options;
+  // prefill=block came from --prefill-evict block: key the slot as such requests are keyed.
+  if (std::erase(c.press_options, std::string("prefill=block")) > 0) c.prefill_evict = "block";
   if (contents.meta.budget != INT64_MAX) c.budget = contents.meta.budget;
-  auto press = make_press(c.press, c.press_options);
+  auto press = c.make_press();
   auto session = std::make_unique<Session>(model_, pool_, engine_, engine_.context, press.get(),
                                            contents.meta.budget, 0, 0);
   apply_kv_file(contents, *session);
   // Everything read and applied: only now does the slot change.
   session_ = std::move(session);
   press_ = std::move(press);
-  press_options_ = c.press_options;
+  press_options_ = contents.meta.press_options;
   key_ = compression_key(c);
   last_used_ = Clock::now();
   return {{"id_slot", id_},
