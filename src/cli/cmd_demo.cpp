@@ -5,8 +5,10 @@
 #include <fmt/format.h>
 
 #include <filesystem>
+#include <sstream>
 
 #include "cli/commands.h"
+#include "cli/model_files.h"
 #include "cli/progress.h"
 #include "cli/shared_options.h"
 #include "eval/demo_table.h"
@@ -21,10 +23,47 @@ namespace kvslim::cli {
 namespace {
 
 constexpr const char* kDefaultModel = "models/kvslim-small.gguf";
+constexpr const char* kDefaultMethods = "full,streaming_llm,snapkv,keydiff,dapq,lagkv,lookaheadkv,rocketkv";
+
+// A bare `lookaheadkv` runs with the adapter beside the model (labelled `lookaheadkv` in the table).
+// Without one, the default list leaves it out with a note; a list the user wrote fails, naming the
+// file it looked for.
+std::vector<eval::MethodSpec> methods_with_adapter(const std::string& list, const std::string& model) {
+  const std::string adapter = adapter_beside(model);
+  std::string rewritten;
+  bool bare = false, dropped = false;
+  std::istringstream items(list);
+  for (std::string item; std::getline(items, item, ',');) {
+    std::string m = item;
+    if (item == "lookaheadkv") {
+      bare = true;
+      if (adapter.empty()) {
+        std::filesystem::path wanted(model);
+        wanted.replace_extension(".lookahead.gguf");
+        if (list != kDefaultMethods)
+          fail("demo: lookaheadkv needs an adapter and {} does not exist (write lookaheadkv:adapter=FILE, or make "
+               "one with `kvslim train-lookahead`)",
+               wanted.string());
+        fmt::print(stderr, "demo: lookaheadkv left out: no adapter {} (kvslim train-lookahead makes one)\n",
+                   wanted.string());
+        dropped = true;
+        continue;
+      }
+      m = "lookaheadkv:adapter=" + adapter;
+    }
+    rewritten += (rewritten.empty() ? "" : ",") + m;
+  }
+  std::vector<eval::MethodSpec> methods = eval::parse_methods(rewritten);
+  if (bare && !dropped)
+    for (eval::MethodSpec& spec : methods)
+      if (spec.label == "lookaheadkv:adapter=" + adapter) spec.label = "lookaheadkv";
+  return methods;
+}
 
 struct DemoOptions {
   std::string model = kDefaultModel;
-  std::string methods = "full,streaming_llm,snapkv,keydiff,dapq";
+  // The seed methods where they differ; lookaheadkv takes MODEL.lookahead.gguf (methods_with_adapter).
+  std::string methods = kDefaultMethods;
   std::vector<int64_t> budgets{64, 128, 256};
   eval::GridOptions grid{{"niah_single_1", "niah_single_2", "passkey"}, {1024, 2048}, {}, 4, 0};
   std::string out = "demo-out";
@@ -34,7 +73,7 @@ struct DemoOptions {
 
 void run_demo(const DemoOptions& opt) {
   eval::SweepOptions sweep;
-  sweep.methods = eval::parse_methods(opt.methods);
+  sweep.methods = methods_with_adapter(opt.methods, opt.model);
   sweep.budgets = opt.budgets;
   eval::expand_runs(sweep.methods, sweep.budgets);
   sweep.out_dir = opt.out;
