@@ -23,7 +23,10 @@ namespace kvslim::cli {
 namespace {
 
 constexpr const char* kDefaultModel = "models/kvslim-small.gguf";
-constexpr const char* kDefaultMethods = "full,streaming_llm,snapkv,keydiff,dapq,lagkv,lookaheadkv,rocketkv";
+// LagKV one-shot: its default recursive mode ignores the budget (rho alone sets what is kept),
+// which a table by budget cannot show.
+constexpr const char* kDefaultMethods =
+    "full,streaming_llm,snapkv,keydiff,dapq,lagkv:mode=oneshot,lookaheadkv,rocketkv";
 
 // A bare `lookaheadkv` runs with the adapter beside the model (labelled `lookaheadkv` in the table).
 // Without one, the default list leaves it out with a note; a list the user wrote fails, naming the
@@ -72,6 +75,9 @@ struct DemoOptions {
 };
 
 void run_demo(const DemoOptions& opt) {
+  if (!std::filesystem::exists(opt.model))
+    fail("model {} not found{}", opt.model,
+         opt.model == kDefaultModel ? " (run from the repository root, or pass -m MODEL)" : "");
   eval::SweepOptions sweep;
   sweep.methods = methods_with_adapter(opt.methods, opt.model);
   sweep.budgets = opt.budgets;
@@ -82,9 +88,6 @@ void run_demo(const DemoOptions& opt) {
   sweep.runner.engine.cache_type_v = opt.kv_types.cache_type_v;
   const eval::TaskCatalog catalog = eval::generated_tasks();
   eval::expand_grid(opt.grid, catalog.find);
-  if (!std::filesystem::exists(opt.model))
-    fail("model {} not found{}", opt.model,
-         opt.model == kDefaultModel ? " (run from the repository root, or pass -m MODEL)" : "");
 
   // A demo always measures afresh: earlier runs in the directory would be skipped otherwise.
   const std::filesystem::path samples = std::filesystem::path(opt.out) / "samples.jsonl";
