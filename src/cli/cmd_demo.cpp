@@ -119,7 +119,8 @@ void add_demo_command(CLI::App& app) {
   auto opt = std::make_shared<DemoOptions>();
   CLI::App* cmd = app.add_subcommand("demo", "compare the full cache and eviction methods on the default model: score, KV memory, speed");
   cmd->add_option("-m,--model", opt->model, "GGUF model")->capture_default_str();
-  cmd->add_option("--methods", opt->methods, "methods, comma-separated (as kvslim eval)")->capture_default_str();
+  cmd->add_option("--methods", opt->methods,
+                  "methods, comma-separated (as kvslim eval); a bare lookaheadkv takes MODEL.lookahead.gguf")->capture_default_str();
   cmd->add_option("--budgets", opt->budgets, "budgets in tokens per layer and KV head")->delimiter(',')->capture_default_str();
   cmd->add_option("--tasks", opt->grid.tasks, "generated tasks")->delimiter(',')->capture_default_str();
   cmd->add_option("--lengths", opt->grid.lengths, "prompt lengths in tokens")->delimiter(',')->capture_default_str();
