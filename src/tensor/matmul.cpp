@@ -7,7 +7,9 @@
 // f32 in [k][kNR] order (converted 16 values at a time and transposed in registers) and run
 // the kMR x kNR register-blocked micro-kernel over all token panels, prefetching the next
 // panel's weights meanwhile. q8_0, the legacy 32-block types, q4_K and q5_K on VNNI hardware go to
-// the int8 kernel in matmul_q8.cpp (2.5x the f32 GEMM's speed; q8_0-style activations of 32).
+// the int8 kernels in matmul_q8.cpp (2.5x the f32 GEMM's speed; q8_0-style activations of 32),
+// on AMX-INT8 tiles where the CPU and kernel allow (matmul_q8_amx.cpp; KVSLIM_NO_AMX=1 keeps
+// the AVX-512 VNNI kernel; both give identical bits).
 // Each output is computed by one thread in a fixed order, so results do not depend on the
 // number of threads.
 #include <algorithm>

@@ -8,7 +8,8 @@
 
 namespace kvslim::detail {
 
-// Which int8 GEMM runs a block-type prefill. Auto takes AMX when amx_int8_usable(), else VNNI;
+// Which int8 GEMM runs a block-type prefill. Auto takes AMX when amx_int8_usable() and there
+// are at least 16 tokens, else VNNI;
 // both give bit-identical results (same int32 sums, same f32 scaling order).
 enum class Int8Gemm { Auto, Vnni, Amx };
 

@@ -1,5 +1,6 @@
 // Int8 GEMM for q8_0 weights, the legacy 32-blocks q4_0, q4_1, q5_0, q5_1 and the K-quants with
-// 32-value sub-blocks q4_K, q5_K (AVX-512 VNNI).
+// 32-value sub-blocks q4_K, q5_K (AVX-512 VNNI), and the dispatch between it and the AMX-INT8
+// kernel of matmul_q8_amx.cpp (same int8 values from the shared helpers below, same bits out).
 //
 // The other types are unpacked while packing a weight panel into the same int8 form, exactly:
 // q4_0 / q5_0 as q - 8 / q - 16 with scale d; q4_1 / q5_1 as q with scale d plus a per-block
@@ -310,7 +311,8 @@ bool matmul_q8_available() { return true; }
 
 void matmul_q8(const WeightView& w, const float* x, int64_t n, float* y, ThreadPool& pool, Int8Gemm path) {
   if (path == Int8Gemm::Amx && !amx_int8_usable()) fail("matmul_q8: AMX-INT8 is not usable on this machine");
-  if (path == Int8Gemm::Amx || (path == Int8Gemm::Auto && amx_int8_usable())) {
+  // AMX works on 16-token tiles; below one tile the VNNI kernel's 6-token micro-tiles waste less.
+  if (path == Int8Gemm::Amx || (path == Int8Gemm::Auto && n >= 16 && amx_int8_usable())) {
     matmul_q8_amx(w, x, n, y, pool);
   } else {
     matmul_q8_vnni(w, x, n, y, pool);
