@@ -50,11 +50,16 @@ void unpack_int8_block(DType type, const uint8_t* row, int64_t b, int8_t* q, flo
     std::memcpy(&h, blk + 2, 2);
     min = -fp16_to_fp32(h) * static_cast<float>(m);
     const uint8_t* qs = blk + (five ? 48 : 16) + 32 * (j / 2);
-    for (int l = 0; l < 32; ++l) {
-      int v = (j & 1) ? (qs[l] >> 4) : (qs[l] & 0xF);
-      if (five) v |= ((blk[16 + l] >> j) & 1) << 4;
-      q[l] = static_cast<int8_t>(v);
+    // The 32 levels in one 256-bit register: this sub-block's nibbles, plus bit j of qh as bit 4.
+    const __m256i nib = _mm256_set1_epi8(0x0F);
+    const __m256i bytes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs));
+    __m256i v = (j & 1) ? _mm256_and_si256(_mm256_srli_epi16(bytes, 4), nib) : _mm256_and_si256(bytes, nib);
+    if (five) {
+      const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 16));
+      const __m256i bit = _mm256_and_si256(_mm256_srli_epi16(qh, j), _mm256_set1_epi8(1));
+      v = _mm256_or_si256(v, _mm256_slli_epi16(bit, 4));
     }
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(q), v);
     return;
   }
   const uint8_t* blk = row + b * dtype_block_bytes(type);
@@ -62,12 +67,15 @@ void unpack_int8_block(DType type, const uint8_t* row, int64_t b, int8_t* q, flo
   scale = fp16_to_fp32(h);
   switch (type) {
     case DType::Q8_0: std::memcpy(q, blk + 2, 32); return;
-    case DType::Q4_0:
-      for (int i = 0; i < 16; ++i) {
-        q[i] = static_cast<int8_t>((blk[2 + i] & 0xF) - 8);
-        q[i + 16] = static_cast<int8_t>((blk[2 + i] >> 4) - 8);
-      }
+    case DType::Q4_0: {
+      // Low nibbles are values 0-15, high nibbles 16-31, each stored as level + 8.
+      const __m128i nib = _mm_set1_epi8(0x0F), eight = _mm_set1_epi8(8);
+      const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 2));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(q), _mm_sub_epi8(_mm_and_si128(bytes, nib), eight));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 16),
+                       _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(bytes, 4), nib), eight));
       return;
+    }
     case DType::Q4_1:
       std::memcpy(&h, blk + 2, 2);
       min = fp16_to_fp32(h);
