@@ -4,19 +4,20 @@
 // Why one block per tile product: every 32-value block has its own weight and activation
 // scale, so int32 sums may not run across blocks. Each TDPBSSD therefore covers K = 32:
 // A = 16 weight rows x 32 int8, B = 8 quads x 16 tokens x 4 int8 (the VNNI layout),
-// C = 16 rows x 16 tokens of int32. Weights are the A side because a q8_0 row block's 32 int8
-// values sit contiguously in the file's own layout: A tiles load straight from the weight
-// matrix with the row stride, so q8_0 weights are never repacked (the other types are unpacked
-// once per 16-row panel into the same row layout). Activations, packed once per call, are B.
+// C = 16 rows x 16 tokens of int32. Weights are the A side because a row block's 32 int8 values
+// are contiguous (q8_0 stores them so; the other types unpack to it), so packing a weight group
+// (64 rows x one K slice of 16 blocks) is a row of 32-byte copies. Activations, packed once per
+// call, are the B side.
 //
-// After each block the C tile is stored and scaled into f32 accumulators held in registers
-// (acc[row] over 16 tokens) with AVX-512: acc = fma(float(sum), d_w * d_x, acc), plus
-// min * (d_x * sum(x_q)) for the types with mins. The next block's tile product runs meanwhile
-// (two sets of tile registers). These are the VNNI kernel's float operations in its order:
-// its int32 sums are the same exact integers, it sums in f32 per slice of kInt8SliceBlocks
-// blocks and adds the slices in order, as done here; the 16x16 result is transposed once at the
-// end. So both kernels give identical bits. Threads take chunks of 16-row weight panels from a
-// queue, so each output is computed by one thread in a fixed order.
+// A kernel call covers 32 rows x 32 tokens with all 8 tile registers (2 A, 2 B, 4 C). After
+// each block the 4 C tiles are stored and scaled into f32 accumulators with AVX-512:
+// acc = fma(float(sum), d_w * d_x, acc), plus min * (d_x * sum(x_q)) for the types with mins;
+// the next block's tile products are issued first, so the tile unit and the vector units
+// overlap. These are the VNNI kernel's float operations in its order: its int32 sums are the
+// same exact integers, it sums in f32 per slice of kInt8SliceBlocks blocks and adds the slices
+// in order into y, as done here into a per-group buffer that is transposed into y once. So both
+// kernels give identical bits. Threads take 64-row weight groups from a queue, so each output
+// is computed by one thread in a fixed order.
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -201,8 +202,8 @@ __attribute__((always_inline)) inline void scale_tile(float* acc, const int32_t*
 // One K slice (nbk blocks) of two 16-row weight panels (a0, a1: A tiles; ws0/ws1, wm0/wm1:
 // scales and mins [row][block]) times two 16-token panels (x0, x1), into the four 16 x 16
 // [row][token] totals at tot: stored on the first slice, added on later ones, as the VNNI
-// kernel does with y. Block b + 1's tile products are issued before block b's sums are scaled, so the tile
-// unit and the vector units work at the same time.
+// kernel does with y. Block b + 1's tile products are issued before block b's sums are
+// scaled, so the tile unit and the vector units work at the same time.
 template <bool kMins>
 __attribute__((target("amx-tile,amx-int8"))) void slice_kernel(const uint8_t* a0, const uint8_t* a1, const float* ws0,
                                                                  const float* ws1, const float* wm0, const float* wm1,
