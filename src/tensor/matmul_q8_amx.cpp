@@ -307,13 +307,11 @@ void matmul_q8_amx(const WeightView& w, const float* x, int64_t n, float* y, Thr
                                                  (n_xpanels + 1) / 2);
         for (int64_t xpi = 0; xpi < n_xpanels; xpi += 2) {
           const int64_t t0 = xpi * kT;
-          const int mt0 = static_cast<int>(std::min<int64_t>(kT, n - t0));
           const int mt1 = static_cast<int>(std::clamp<int64_t>(n - t0 - kT, 0, kT));
           const uint8_t* xb0 = xp + xpi * xpanel_bytes + b0 * kXBlockBytes;
           const uint8_t* xb1 = mt1 > 0 ? xb0 + xpanel_bytes : xb0;  // a real panel either way
           for (int p = 0; p < np; p += 2) {
             const int64_t pr0 = r0 + p * kR;
-            const int nr0 = static_cast<int>(std::min<int64_t>(kR, w.rows - pr0));
             const int nr1 = static_cast<int>(std::clamp<int64_t>(w.rows - pr0 - kR, 0, kR));
             const int p1 = nr1 > 0 ? p + 1 : p;
             const uint8_t* a0 = ap + p * kAPanelBytes;
