@@ -52,12 +52,13 @@ TEST_P(Int8Gemm, BothPathsMatchReferenceAndEachOtherOnOddShapes) {
   const DType type = GetParam();
   const bool k_quant = type == DType::Q4_K || type == DType::Q5_K;
   // M (tokens), N (rows) and K (blocks) around the tile sizes (16 / 32 tokens, 16 / 32 rows,
-  // 16-block K slices): 1 short of, 1 past, and far from whole tiles.
+  // 128-row weight groups, 16-block K slices): 1 short of, 1 past, and far from whole tiles.
   std::vector<Shape> shapes;
   if (k_quant) {
-    shapes = {{2, 1, 256}, {17, 33, 256}, {33, 47, 768}, {31, 15, 512}, {48, 65, 1280}};
+    shapes = {{2, 1, 256}, {17, 33, 256}, {33, 47, 768}, {31, 15, 512}, {48, 65, 1280}, {19, 131, 256}};
   } else {
-    shapes = {{2, 3, 32}, {17, 33, 64}, {15, 31, 96}, {33, 47, 288}, {50, 1, 32}, {31, 65, 544}, {40, 40, 1056}};
+    shapes = {{2, 3, 32},   {17, 33, 64},  {15, 31, 96},   {33, 47, 288},
+              {50, 1, 32},  {31, 65, 544}, {40, 40, 1056}, {21, 150, 96}};
   }
   const bool amx = detail::amx_int8_usable();
   ThreadPool pool(2);

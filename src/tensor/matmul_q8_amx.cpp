@@ -6,7 +6,7 @@
 // A = 16 weight rows x 32 int8, B = 8 quads x 16 tokens x 4 int8 (the VNNI layout),
 // C = 16 rows x 16 tokens of int32. Weights are the A side because a row block's 32 int8 values
 // are contiguous (q8_0 stores them so; the other types unpack to it), so packing a weight group
-// (64 rows x one K slice of 16 blocks) is a row of 32-byte copies. Activations, packed once per
+// (128 rows x one K slice of 16 blocks) is a row of 32-byte copies. Activations, packed once per
 // call, are the B side.
 //
 // A kernel call covers 32 rows x 32 tokens with all 8 tile registers (2 A, 2 B, 4 C). After
@@ -16,7 +16,7 @@
 // overlap. These are the VNNI kernel's float operations in its order: its int32 sums are the
 // same exact integers, it sums in f32 per slice of kInt8SliceBlocks blocks and adds the slices
 // in order into y, as done here into a per-group buffer that is transposed into y once. So both
-// kernels give identical bits. Threads take 64-row weight groups from a queue, so each output
+// kernels give identical bits. Threads take 128-row weight groups from a queue, so each output
 // is computed by one thread in a fixed order.
 #include <algorithm>
 #include <cstdlib>
@@ -111,7 +111,7 @@ void pack_x_panel(const float* x, int64_t n, int64_t k, int64_t t0, uint8_t* dst
   }
 }
 
-constexpr int kGroup = 4;                                  // weight panels per group (64 rows)
+constexpr int kGroup = 8;  // weight panels per group (128 rows; 8 measured ~5% faster than 4)
 constexpr size_t kABlockBytes = static_cast<size_t>(kR) * kQ8Block;  // one A tile: 16 rows x 32
 // A group's K slice: per panel [block][16 rows][32 int8] (A tiles with row stride 32), then the
 // scales and mins, f32 [panel][row][block] (a row's 16 block scales in one vector).
