@@ -7,7 +7,9 @@
 // f32 in [k][kNR] order (converted 16 values at a time and transposed in registers) and run
 // the kMR x kNR register-blocked micro-kernel over all token panels, prefetching the next
 // panel's weights meanwhile. q8_0, the legacy 32-block types, q4_K and q5_K on VNNI hardware go to
-// the int8 kernel in matmul_q8.cpp (2.5x the f32 GEMM's speed; q8_0-style activations of 32).
+// the int8 kernels in matmul_q8.cpp (2.5x the f32 GEMM's speed; q8_0-style activations of 32),
+// on AMX-INT8 tiles where the CPU and kernel allow (matmul_q8_amx.cpp; KVSLIM_NO_AMX=1 keeps
+// the AVX-512 VNNI kernel; both give identical bits).
 // Each output is computed by one thread in a fixed order, so results do not depend on the
 // number of threads.
 #include <algorithm>
@@ -20,6 +22,7 @@
 #include "util/error.h"
 
 #include "tensor/simd.h"
+#include "tensor/transpose16.h"
 
 namespace kvslim {
 namespace {
@@ -70,32 +73,6 @@ void pack_x_panel(const float* x, int64_t n, int64_t k, int64_t t0, float* dst, 
 }
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
-// In-register transpose of a 16x16 float tile (r[i] = row i on entry, column i on exit).
-inline void transpose16x16(__m512 r[16]) {
-  __m512 t[16];
-  for (int i = 0; i < 8; ++i) {
-    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-  }
-  __m512 u[4][4];  // u[g][j]: in 128-bit lane L, column 4L + j of rows 4g .. 4g + 3
-  for (int g = 0; g < 4; ++g) {
-    u[g][0] = _mm512_shuffle_ps(t[4 * g], t[4 * g + 2], 0x44);
-    u[g][1] = _mm512_shuffle_ps(t[4 * g], t[4 * g + 2], 0xEE);
-    u[g][2] = _mm512_shuffle_ps(t[4 * g + 1], t[4 * g + 3], 0x44);
-    u[g][3] = _mm512_shuffle_ps(t[4 * g + 1], t[4 * g + 3], 0xEE);
-  }
-  for (int j = 0; j < 4; ++j) {
-    const __m512 v0 = _mm512_shuffle_f32x4(u[0][j], u[1][j], 0x44);
-    const __m512 v1 = _mm512_shuffle_f32x4(u[0][j], u[1][j], 0xEE);
-    const __m512 v2 = _mm512_shuffle_f32x4(u[2][j], u[3][j], 0x44);
-    const __m512 v3 = _mm512_shuffle_f32x4(u[2][j], u[3][j], 0xEE);
-    r[j] = _mm512_shuffle_f32x4(v0, v2, 0x88);
-    r[4 + j] = _mm512_shuffle_f32x4(v0, v2, 0xDD);
-    r[8 + j] = _mm512_shuffle_f32x4(v1, v3, 0x88);
-    r[12 + j] = _mm512_shuffle_f32x4(v1, v3, 0xDD);
-  }
-}
-
 // 16 consecutive values of a row as f32 (masked: the rest are 0).
 inline __m512 load16_as_f32(DType type, const uint8_t* row, int64_t k, __mmask16 m) {
   switch (type) {
@@ -140,7 +117,7 @@ void pack_w_panel(const WeightView& w, int64_t r0, int64_t k0, int64_t kc, float
         const uint8_t* row = rows[16 * half + i];
         v[i] = row != nullptr ? load16_as_f32(src_type, row, base + kk, m) : _mm512_setzero_ps();
       }
-      transpose16x16(v);
+      detail::transpose16x16_ps(v);
       for (int c = 0; c < cols; ++c) _mm512_storeu_ps(dst + (kk + c) * kNR + 16 * half, v[c]);
     }
   }

@@ -8,10 +8,32 @@
 
 namespace kvslim::detail {
 
+// Which int8 GEMM runs a block-type prefill. Auto takes AMX when amx_int8_usable() and there
+// are at least 16 tokens, else VNNI;
+// both give bit-identical results (same int32 sums, same f32 scaling order).
+enum class Int8Gemm { Auto, Vnni, Amx };
+
 // True when this build has the int8 (AVX-512 VNNI) q8_0 GEMM.
 bool matmul_q8_available();
+// True when the CPU has AMX-INT8 tiles, the kernel lets this process use them
+// (arch_prctl ARCH_REQ_XCOMP_PERM), and the environment variable KVSLIM_NO_AMX is unset or "0".
+// Decided once per process.
+bool amx_int8_usable();
 // Y = X W^T for q8_0, q4_0, q4_1, q5_0, q5_1, q4_K or q5_K W with X quantised to 8 bits in
-// blocks of 32 (as matvec does for q8_0 and the legacy types).
-void matmul_q8(const WeightView& w, const float* x, int64_t n, float* y, ThreadPool& pool);
+// blocks of 32 (as matvec does for q8_0 and the legacy types). Asking for Amx where it is not
+// usable throws.
+void matmul_q8(const WeightView& w, const float* x, int64_t n, float* y, ThreadPool& pool,
+               Int8Gemm path = Int8Gemm::Auto);
+
+// Shared by the VNNI and AMX kernels (matmul_q8.cpp), so both see the same int8 values.
+// The 32-value block `b` of a row as 32 int8 values q with value = scale * q + min.
+void unpack_int8_block(DType type, const uint8_t* row, int64_t b, int8_t* q, float& scale, float& min);
+// One block of 32 activations quantised: d = amax / 127, q = round(x / d), sum = sum(q).
+void quantize_x_block(const float* xb, int8_t* q, float& d, int32_t& sum);
+// The AMX kernel (matmul_q8_amx.cpp); the caller has checked amx_int8_usable().
+void matmul_q8_amx(const WeightView& w, const float* x, int64_t n, float* y, ThreadPool& pool);
+// K slice (in blocks of 32) of both int8 kernels: outputs are summed in f32 per slice and the
+// slices added in order, so the two kernels round identically.
+constexpr int64_t kInt8SliceBlocks = 16;
 
 }  // namespace kvslim::detail

@@ -1,5 +1,6 @@
 // Int8 GEMM for q8_0 weights, the legacy 32-blocks q4_0, q4_1, q5_0, q5_1 and the K-quants with
-// 32-value sub-blocks q4_K, q5_K (AVX-512 VNNI).
+// 32-value sub-blocks q4_K, q5_K (AVX-512 VNNI), and the dispatch between it and the AMX-INT8
+// kernel of matmul_q8_amx.cpp (same int8 values from the shared helpers below, same bits out).
 //
 // The other types are unpacked while packing a weight panel into the same int8 form, exactly:
 // q4_0 / q5_0 as q - 8 / q - 16 with scale d; q4_1 / q5_1 as q with scale d plus a per-block
@@ -33,21 +34,9 @@ namespace kvslim::detail {
 
 #if defined(KVSLIM_Q8_GEMM)
 
-namespace {
-
-constexpr int kMR = 6;    // tokens per micro-tile
-constexpr int kNRV = 2;   // 16-row vectors per micro-tile
-constexpr int kNR = 16 * kNRV;
-constexpr int64_t kKB = 16;  // blocks per K slice (512 columns)
-
-// Bytes of one packed X block for a panel: q [8][kMR][4], then scales [kMR], corrections [kMR].
-constexpr size_t kXBlockBytes = 8 * kMR * 4 + kMR * 4 + kMR * 4;
-// Bytes of one packed W block for a panel: q [8][kNR][4], then scales [kNR], then mins [kNR].
-constexpr size_t kWBlockBytes = 8 * kNR * 4 + kNR * 4 + kNR * 4;
-
 // The 32-value block `b` of a row as 32 int8 values q with value = scale * q + min. For q4_K /
 // q5_K a block is one 32-value sub-block: scale = d * sc_j, min = -dmin * m_j, q = its level.
-void unpack_block(DType type, const uint8_t* row, int64_t b, int8_t* q, float& scale, float& min) {
+void unpack_int8_block(DType type, const uint8_t* row, int64_t b, int8_t* q, float& scale, float& min) {
   uint16_t h;
   min = 0.0f;
   if (type == DType::Q4_K || type == DType::Q5_K) {
@@ -61,11 +50,16 @@ void unpack_block(DType type, const uint8_t* row, int64_t b, int8_t* q, float& s
     std::memcpy(&h, blk + 2, 2);
     min = -fp16_to_fp32(h) * static_cast<float>(m);
     const uint8_t* qs = blk + (five ? 48 : 16) + 32 * (j / 2);
-    for (int l = 0; l < 32; ++l) {
-      int v = (j & 1) ? (qs[l] >> 4) : (qs[l] & 0xF);
-      if (five) v |= ((blk[16 + l] >> j) & 1) << 4;
-      q[l] = static_cast<int8_t>(v);
+    // The 32 levels in one 256-bit register: this sub-block's nibbles, plus bit j of qh as bit 4.
+    const __m256i nib = _mm256_set1_epi8(0x0F);
+    const __m256i bytes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs));
+    __m256i v = (j & 1) ? _mm256_and_si256(_mm256_srli_epi16(bytes, 4), nib) : _mm256_and_si256(bytes, nib);
+    if (five) {
+      const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 16));
+      const __m256i bit = _mm256_and_si256(_mm256_srli_epi16(qh, j), _mm256_set1_epi8(1));
+      v = _mm256_or_si256(v, _mm256_slli_epi16(bit, 4));
     }
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(q), v);
     return;
   }
   const uint8_t* blk = row + b * dtype_block_bytes(type);
@@ -73,12 +67,15 @@ void unpack_block(DType type, const uint8_t* row, int64_t b, int8_t* q, float& s
   scale = fp16_to_fp32(h);
   switch (type) {
     case DType::Q8_0: std::memcpy(q, blk + 2, 32); return;
-    case DType::Q4_0:
-      for (int i = 0; i < 16; ++i) {
-        q[i] = static_cast<int8_t>((blk[2 + i] & 0xF) - 8);
-        q[i + 16] = static_cast<int8_t>((blk[2 + i] >> 4) - 8);
-      }
+    case DType::Q4_0: {
+      // Low nibbles are values 0-15, high nibbles 16-31, each stored as level + 8.
+      const __m128i nib = _mm_set1_epi8(0x0F), eight = _mm_set1_epi8(8);
+      const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 2));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(q), _mm_sub_epi8(_mm_and_si128(bytes, nib), eight));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 16),
+                       _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(bytes, 4), nib), eight));
       return;
+    }
     case DType::Q4_1:
       std::memcpy(&h, blk + 2, 2);
       min = fp16_to_fp32(h);
@@ -107,6 +104,31 @@ void unpack_block(DType type, const uint8_t* row, int64_t b, int8_t* q, float& s
   }
 }
 
+void quantize_x_block(const float* xb, int8_t* q, float& d, int32_t& sum) {
+  const __m512 v0 = _mm512_loadu_ps(xb);
+  const __m512 v1 = _mm512_loadu_ps(xb + 16);
+  const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
+  d = amax / 127.0f;
+  const __m512 vid = _mm512_set1_ps(amax != 0.0f ? 127.0f / amax : 0.0f);
+  const __m512i q0 = _mm512_cvtps_epi32(_mm512_mul_ps(v0, vid));
+  const __m512i q1 = _mm512_cvtps_epi32(_mm512_mul_ps(v1, vid));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(q), _mm512_cvtsepi32_epi8(q0));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 16), _mm512_cvtsepi32_epi8(q1));
+  sum = _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
+}
+
+namespace {
+
+constexpr int kMR = 6;    // tokens per micro-tile
+constexpr int kNRV = 2;   // 16-row vectors per micro-tile
+constexpr int kNR = 16 * kNRV;
+constexpr int64_t kKB = kInt8SliceBlocks;  // blocks per K slice (512 columns)
+
+// Bytes of one packed X block for a panel: q [8][kMR][4], then scales [kMR], corrections [kMR].
+constexpr size_t kXBlockBytes = 8 * kMR * 4 + kMR * 4 + kMR * 4;
+// Bytes of one packed W block for a panel: q [8][kNR][4], then scales [kNR], then mins [kNR].
+constexpr size_t kWBlockBytes = 8 * kNR * 4 + kNR * 4 + kNR * 4;
+
 void pack_x_panel(const float* x, int64_t n, int64_t k, int64_t t0, uint8_t* dst) {
   const int64_t nb = k / kQ8Block;
   const int mt = static_cast<int>(std::min<int64_t>(kMR, n - t0));
@@ -119,17 +141,7 @@ void pack_x_panel(const float* x, int64_t n, int64_t k, int64_t t0, uint8_t* dst
       float d = 0.0f;
       int32_t sum = 0;
       if (t < mt) {
-        const float* xb = x + (t0 + t) * k + b * kQ8Block;
-        const __m512 v0 = _mm512_loadu_ps(xb);
-        const __m512 v1 = _mm512_loadu_ps(xb + 16);
-        const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
-        d = amax / 127.0f;
-        const __m512 vid = _mm512_set1_ps(amax != 0.0f ? 127.0f / amax : 0.0f);
-        const __m512i q0 = _mm512_cvtps_epi32(_mm512_mul_ps(v0, vid));
-        const __m512i q1 = _mm512_cvtps_epi32(_mm512_mul_ps(v1, vid));
-        _mm_store_si128(reinterpret_cast<__m128i*>(q), _mm512_cvtsepi32_epi8(q0));
-        _mm_store_si128(reinterpret_cast<__m128i*>(q + 16), _mm512_cvtsepi32_epi8(q1));
-        sum = _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
+        quantize_x_block(x + (t0 + t) * k + b * kQ8Block, q, d, sum);
       } else {
         std::memset(q, 0, sizeof(q));
       }
@@ -150,7 +162,7 @@ void pack_w_panel(const WeightView& w, int64_t r0, int64_t b0, int64_t nbk, uint
     for (int j = 0; j < kNR; ++j) {
       if (j < nr) {
         alignas(32) int8_t q[kQ8Block];
-        unpack_block(w.type, w.row(r0 + j), b0 + b, q, scales[j], mins[j]);
+        unpack_int8_block(w.type, w.row(r0 + j), b0 + b, q, scales[j], mins[j]);
         for (int qd = 0; qd < 8; ++qd) {
           uint32_t v;
           std::memcpy(&v, q + 4 * qd, 4);
@@ -237,9 +249,7 @@ void micro_kernel(const uint8_t* xp, const uint8_t* wp, int64_t nbk, float* c, i
 
 }  // namespace
 
-bool matmul_q8_available() { return true; }
-
-void matmul_q8(const WeightView& w, const float* x, int64_t n, float* y, ThreadPool& pool) {
+static void matmul_q8_vnni(const WeightView& w, const float* x, int64_t n, float* y, ThreadPool& pool) {
   const int64_t k = w.cols;
   const int64_t nb = k / kQ8Block;
   const bool has_mins = w.type == DType::Q4_1 || w.type == DType::Q5_1 || w.type == DType::Q4_K || w.type == DType::Q5_K;
@@ -305,11 +315,23 @@ void matmul_q8(const WeightView& w, const float* x, int64_t n, float* y, ThreadP
   }
 }
 
+bool matmul_q8_available() { return true; }
+
+void matmul_q8(const WeightView& w, const float* x, int64_t n, float* y, ThreadPool& pool, Int8Gemm path) {
+  if (path == Int8Gemm::Amx && !amx_int8_usable()) fail("matmul_q8: AMX-INT8 is not usable on this machine");
+  // AMX works on 16-token tiles; below one tile the VNNI kernel's 6-token micro-tiles waste less.
+  if (path == Int8Gemm::Amx || (path == Int8Gemm::Auto && n >= 16 && amx_int8_usable())) {
+    matmul_q8_amx(w, x, n, y, pool);
+  } else {
+    matmul_q8_vnni(w, x, n, y, pool);
+  }
+}
+
 #else
 
 bool matmul_q8_available() { return false; }
 
-void matmul_q8(const WeightView&, const float*, int64_t, float*, ThreadPool&) {
+void matmul_q8(const WeightView&, const float*, int64_t, float*, ThreadPool&, Int8Gemm) {
   fail("matmul_q8: this build has no AVX-512 VNNI int8 GEMM");
 }
 
