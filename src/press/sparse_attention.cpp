@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <numeric>
 
 #include "tensor/ops.h"
+#include "tensor/simd.h"
 
 namespace kvslim {
 
@@ -30,16 +32,55 @@ bool SparseAttentionPress::select(int layer, const float* q, const PagedKvCache&
   return std::find(head_is_sparse_.begin(), head_is_sparse_.end(), 1) != head_is_sparse_.end();
 }
 
-void top_k_with_newest(std::span<float> scores, int64_t k, std::vector<int32_t>& order, std::vector<int32_t>& out) {
+void top_k_with_newest(std::span<float> scores, int64_t k, std::vector<float>& work, std::vector<int32_t>& out) {
   const int64_t n = int64_t(scores.size());
+  out.clear();
   k = std::min(k, n);
+  if (k <= 0) return;
   scores[n - 1] = std::numeric_limits<float>::infinity();
-  order.resize(n);
-  std::iota(order.begin(), order.end(), 0);
-  auto better = [&](int32_t a, int32_t b) { return scores[a] > scores[b] || (scores[a] == scores[b] && a < b); };
-  std::nth_element(order.begin(), order.begin() + k, order.end(), better);
-  std::sort(order.begin(), order.begin() + k);
-  out.assign(order.begin(), order.begin() + k);
+  if (k == n) {
+    out.resize(size_t(n));
+    std::iota(out.begin(), out.end(), 0);
+    return;
+  }
+  // The k-th largest value is the threshold: every score above it is in, and of the scores equal
+  // to it the lowest indices fill the rest. Selecting on a float copy (rather than ordering an
+  // index array through an indirect comparator and sorting the winners) touches 4 bytes per
+  // token, and one ascending pass then emits the set already sorted.
+  work.assign(scores.begin(), scores.end());
+  std::nth_element(work.begin(), work.begin() + (k - 1), work.end(), std::greater<float>());
+  const float threshold = work[size_t(k - 1)];
+  // After nth_element, work[0, k-1) >= threshold and work[k, n) <= threshold.
+  int64_t above = 0, equal = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    above += work[size_t(i)] > threshold;
+    equal += work[size_t(i)] == threshold;
+  }
+  int64_t ties = k - above;  // scores equal to the threshold to take, lowest index first
+  out.resize(size_t(k) + 16);  // slack for the 16-wide compressed stores
+  int64_t m = 0, i = 0;
+  if (ties == equal) {
+    // Every tie is taken: the set is simply scores >= threshold (the common case).
+#if defined(__AVX512F__)
+    const __m512 t = _mm512_set1_ps(threshold);
+    __m512i idx = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    const __m512i step = _mm512_set1_epi32(16);
+    for (; i + 16 <= n; i += 16) {
+      const __mmask16 take = _mm512_cmp_ps_mask(_mm512_loadu_ps(scores.data() + i), t, _CMP_GE_OQ);
+      _mm512_storeu_si512(out.data() + m, _mm512_maskz_compress_epi32(take, idx));
+      m += _mm_popcnt_u32(take);
+      idx = _mm512_add_epi32(idx, step);
+    }
+#endif
+    for (; i < n; ++i)
+      if (scores[size_t(i)] >= threshold) out[size_t(m++)] = int32_t(i);
+  } else {
+    for (; i < n; ++i) {
+      const float s = scores[size_t(i)];
+      if (s > threshold || (s == threshold && ties-- > 0)) out[size_t(m++)] = int32_t(i);
+    }
+  }
+  out.resize(size_t(m));
 }
 
 void top_channels(const float* q_group, int group, int head_dim, int r, std::vector<float>& magnitude,
