@@ -1,9 +1,11 @@
 // The selection helpers of decode-time sparse attention (press/sparse_attention.h) against naive
 // references written here: top_k_with_newest (a value threshold and one ascending pass) against
-// an index sort with the stated tie rule, on random scores with many ties.
+// an index sort with the stated tie rule, on random scores with many ties; kth_largest against a
+// sort.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <functional>
 #include <limits>
 #include <numeric>
 #include <random>
@@ -29,7 +31,7 @@ std::vector<int32_t> top_k_newest_naive(std::vector<float> scores, int64_t k) {
 
 TEST(SparseSelection, TopKWithNewestMatchesTheNaiveOrderingWithTies) {
   std::mt19937 rng(13);
-  std::vector<float> work;
+  std::vector<uint32_t> work;
   std::vector<int32_t> out;
   int cases = 0;
   for (int64_t n : {1, 2, 3, 15, 16, 17, 33, 100, 257, 1000, 4099}) {
@@ -55,10 +57,34 @@ TEST(SparseSelection, TopKWithNewestTakesTiesAtTheThresholdByLowestIndex) {
   // Scores 3 2 2 2 2 1 (newest forced to +inf): k = 4 takes the newest, the 3, and the two
   // lowest-indexed of the four 2s.
   std::vector<float> scores{3, 2, 2, 2, 2, 1};
-  std::vector<float> work;
+  std::vector<uint32_t> work;
   std::vector<int32_t> out;
   top_k_with_newest(scores, 4, work, out);
   EXPECT_EQ(out, (std::vector<int32_t>{0, 1, 2, 5}));
+}
+
+TEST(SparseSelection, KthLargestMatchesASortAcrossSignsZerosAndInfinities) {
+  std::mt19937 rng(7);
+  std::vector<uint32_t> keys;
+  const float specials[] = {0.0f, -0.0f, std::numeric_limits<float>::infinity(),
+                            -std::numeric_limits<float>::infinity(), std::numeric_limits<float>::denorm_min(),
+                            -std::numeric_limits<float>::max(), 1e-30f, -1e-30f};
+  for (int trial = 0; trial < 40; ++trial) {
+    const int n = 1 + int(rng() % 3000);
+    std::vector<float> values(static_cast<size_t>(n));
+    std::uniform_real_distribution<float> wide(-1e6f, 1e6f);
+    for (float& v : values) {
+      const uint32_t pick = rng() % 10;
+      v = pick < 3 ? specials[rng() % 8] : pick < 6 ? float(int(rng() % 7) - 3) : wide(rng);
+    }
+    std::vector<float> sorted = values;
+    std::sort(sorted.begin(), sorted.end(), std::greater<float>());
+    for (int64_t k : {int64_t(1), int64_t(n / 2 + 1), int64_t(n)}) {
+      const float got = kth_largest(values, k, keys);
+      // -0 and +0 are the same value to every comparison the selection makes.
+      ASSERT_TRUE(got == sorted[size_t(k - 1)]) << "n=" << n << " k=" << k << " got " << got;
+    }
+  }
 }
 
 }  // namespace

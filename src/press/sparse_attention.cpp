@@ -2,7 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
-#include <functional>
+#include <cstring>
 #include <limits>
 #include <numeric>
 
@@ -32,7 +32,49 @@ bool SparseAttentionPress::select(int layer, const float* q, const PagedKvCache&
   return std::find(head_is_sparse_.begin(), head_is_sparse_.end(), 1) != head_is_sparse_.end();
 }
 
-void top_k_with_newest(std::span<float> scores, int64_t k, std::vector<float>& work, std::vector<int32_t>& out) {
+namespace {
+
+// A float's bits as an unsigned key of the same order (negative values flipped, positive ones
+// above them); NaN is not ordered.
+inline uint32_t order_key(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+
+inline float from_order_key(uint32_t key) {
+  const uint32_t u = (key & 0x80000000u) ? (key & 0x7fffffffu) : ~key;
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+}  // namespace
+
+float kth_largest(std::span<const float> values, int64_t k, std::vector<uint32_t>& keys) {
+  keys.resize(values.size());
+  for (size_t i = 0; i < values.size(); ++i) keys[i] = order_key(values[i]);
+  // Most significant digit first (11, 11, 10 bits): count the candidates per digit, keep the
+  // digit holding the k-th largest, and only the candidates with that digit go on.
+  size_t live = keys.size();
+  uint32_t prefix = 0;
+  uint32_t count[2048];
+  for (const auto [shift, bits] : {std::pair{21, 11}, std::pair{10, 11}, std::pair{0, 10}}) {
+    const uint32_t bins = 1u << bits;
+    std::fill(count, count + bins, 0u);
+    for (size_t i = 0; i < live; ++i) ++count[(keys[i] >> shift) & (bins - 1)];
+    uint32_t digit = bins - 1;
+    while (int64_t(count[digit]) < k) k -= count[digit--];
+    prefix |= digit << shift;
+    size_t kept = 0;
+    for (size_t i = 0; i < live; ++i)
+      if (((keys[i] >> shift) & (bins - 1)) == digit) keys[kept++] = keys[i];
+    live = kept;
+  }
+  return from_order_key(prefix);
+}
+
+void top_k_with_newest(std::span<float> scores, int64_t k, std::vector<uint32_t>& work, std::vector<int32_t>& out) {
   const int64_t n = int64_t(scores.size());
   out.clear();
   k = std::min(k, n);
@@ -44,17 +86,14 @@ void top_k_with_newest(std::span<float> scores, int64_t k, std::vector<float>& w
     return;
   }
   // The k-th largest value is the threshold: every score above it is in, and of the scores equal
-  // to it the lowest indices fill the rest. Selecting on a float copy (rather than ordering an
-  // index array through an indirect comparator and sorting the winners) touches 4 bytes per
-  // token, and one ascending pass then emits the set already sorted.
-  work.assign(scores.begin(), scores.end());
-  std::nth_element(work.begin(), work.begin() + (k - 1), work.end(), std::greater<float>());
-  const float threshold = work[size_t(k - 1)];
-  // After nth_element, work[0, k-1) >= threshold and work[k, n) <= threshold.
+  // to it the lowest indices fill the rest. Finding it by radix selection (rather than ordering
+  // an index array through an indirect comparator and sorting the winners) costs a few linear
+  // passes, and one ascending pass then emits the set already sorted.
+  const float threshold = kth_largest(scores, k, work);
   int64_t above = 0, equal = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    above += work[size_t(i)] > threshold;
-    equal += work[size_t(i)] == threshold;
+  for (const float s : scores) {
+    above += s > threshold;
+    equal += s == threshold;
   }
   int64_t ties = k - above;  // scores equal to the threshold to take, lowest index first
   out.resize(size_t(k) + 16);  // slack for the 16-wide compressed stores
