@@ -249,6 +249,17 @@ void weighted_rows(const float* p, int64_t p_stride, int hd, int n_heads, Row ro
   weighted_rows_generic<Codec>(p, p_stride, hd, n_heads, row, rows, out, buffer);
 }
 
+// Asks for the cache lines of a stored row of `bytes` bytes ahead of its use.
+inline void prefetch_row(const uint8_t* row, size_t bytes) {
+#if defined(__SSE__)
+  for (size_t b = 0; b < bytes; b += 64) _mm_prefetch(reinterpret_cast<const char*>(row + b), _MM_HINT_T0);
+  _mm_prefetch(reinterpret_cast<const char*>(row + bytes - 1), _MM_HINT_T0);
+#else
+  (void)row;
+  (void)bytes;
+#endif
+}
+
 float* scores_buffer(AttentionScratch& scratch, int64_t n) {
   // The owner sizes the buffer once; growing here only covers a caller that did not.
   if (scratch.scores.size() < size_t(n)) scratch.scores.resize(size_t(n));
@@ -272,13 +283,12 @@ const float* page_rows_f32(const uint8_t* rows, DType type, int64_t n, int hd, f
 
 // Scaled scores of one query per head against every token of the head, page by page (each key
 // row read once for all the heads).
-void score_all_rows(const PagedKv& kv, const float* q, int n_heads, float* s, int64_t s_stride,
+void score_all_rows(const PagedKv& kv, const float* q, int n_heads, float scale, float* s, int64_t s_stride,
                     AttentionScratch& scratch) {
   const int hd = kv.head_dim;
   const int64_t pt = kv.page_tokens;
   const int64_t n = kv.head.size();
   const auto& pages = kv.head.pages();
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   float* buffer = rows_buffer(scratch, hd);
   const size_t kb = row_bytes(kv.head.key_type(), hd);
   with_codec(kv.head.key_type(), [&](auto codec) {
@@ -301,7 +311,7 @@ void decode_dense(const PagedKv& kv, const float* q, int n_heads, float* out, At
   const auto& pages = kv.head.pages();
   float* s = scores_buffer(scratch, int64_t(n_heads) * n);
   float* buffer = rows_buffer(scratch, hd);
-  score_all_rows(kv, q, n_heads, s, n, scratch);
+  score_all_rows(kv, q, n_heads, 1.0f / std::sqrt(static_cast<float>(hd)), s, n, scratch);
   for (int g = 0; g < n_heads; ++g) {
     softmax_inplace(s + g * n, n);
     if (observer) observer->on_row(g, 0, s + g * n, n);
@@ -387,7 +397,13 @@ void attend_dense(const PagedKv& kv, const float* q, int64_t q_stride, int n_q_h
 void attention_scores(const PagedKv& kv, const float* q, int n_q_heads, float* s, int64_t s_stride,
                       AttentionScratch& scratch) {
   if (n_q_heads < 1 || kv.head.size() == 0) return;
-  score_all_rows(kv, q, n_q_heads, s, s_stride, scratch);
+  score_all_rows(kv, q, n_q_heads, 1.0f / std::sqrt(static_cast<float>(kv.head_dim)), s, s_stride, scratch);
+}
+
+void key_scores(const PagedKv& kv, const float* q, int n_q_heads, float scale, float* s, int64_t s_stride,
+                AttentionScratch& scratch) {
+  if (n_q_heads < 1 || kv.head.size() == 0) return;
+  score_all_rows(kv, q, n_q_heads, scale, s, s_stride, scratch);
 }
 
 void attend_sparse(const PagedKv& kv, std::span<const int32_t> indices, const float* q, int n_q_heads, float* out,
@@ -401,14 +417,29 @@ void attend_sparse(const PagedKv& kv, std::span<const int32_t> indices, const fl
   float* s = scores_buffer(scratch, int64_t(n_q_heads) * m);
   const int32_t* idx = indices.data();
   float* buffer = rows_buffer(scratch, hd);
+  // The chosen rows are scattered over the head's pages, where the hardware prefetcher (which
+  // follows sequential streams) does not see them coming: each row read would wait for memory.
+  // Asking for the row kPrefetchAhead places ahead keeps that many misses in flight.
+  constexpr int64_t kPrefetchAhead = 16;
+  const size_t kb = row_bytes(head.key_type(), hd), vb = row_bytes(head.value_type(), hd);
   with_codec(head.key_type(), [&](auto codec) {
-    score_rows<decltype(codec)>(q, hd, n_q_heads, [&head, idx](int64_t j) { return head.key_data(idx[j]); }, m, scale,
-                                s, m, buffer);
+    score_rows<decltype(codec)>(
+        q, hd, n_q_heads,
+        [&head, idx, m, kb](int64_t j) {
+          if (j + kPrefetchAhead < m) prefetch_row(head.key_data(idx[j + kPrefetchAhead]), kb);
+          return head.key_data(idx[j]);
+        },
+        m, scale, s, m, buffer);
   });
   for (int g = 0; g < n_q_heads; ++g) softmax_inplace(s + g * m, m);
   with_codec(head.value_type(), [&](auto codec) {
-    weighted_rows<decltype(codec)>(s, m, hd, n_q_heads, [&head, idx](int64_t j) { return head.value_data(idx[j]); },
-                                   m, out, buffer);
+    weighted_rows<decltype(codec)>(
+        s, m, hd, n_q_heads,
+        [&head, idx, m, vb](int64_t j) {
+          if (j + kPrefetchAhead < m) prefetch_row(head.value_data(idx[j + kPrefetchAhead]), vb);
+          return head.value_data(idx[j]);
+        },
+        m, out, buffer);
   });
 }
 

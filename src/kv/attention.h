@@ -58,6 +58,11 @@ void attend_dense(const PagedKv& kv, const float* q, int64_t q_stride, int n_q_h
 void attention_scores(const PagedKv& kv, const float* q, int n_q_heads, float* s, int64_t s_stride,
                       AttentionScratch& scratch);
 
+// The same pass with the caller's scale: s[g * s_stride + j] = scale * (q_g . k_j). SparQ scores
+// on a subset of channels by zeroing the others in q (a zero channel adds exact zeros).
+void key_scores(const PagedKv& kv, const float* q, int n_q_heads, float scale, float* s, int64_t s_stride,
+                AttentionScratch& scratch);
+
 // One query per head (n_q_heads consecutive heads, head_dim apart) attending over only the
 // tokens at `indices` (ascending cache indices): softmax over that subset. An empty subset
 // gives zeros.

@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <numeric>
 
 #include "tensor/ops.h"
+#include "tensor/simd.h"
 
 namespace kvslim {
 
@@ -30,16 +32,94 @@ bool SparseAttentionPress::select(int layer, const float* q, const PagedKvCache&
   return std::find(head_is_sparse_.begin(), head_is_sparse_.end(), 1) != head_is_sparse_.end();
 }
 
-void top_k_with_newest(std::span<float> scores, int64_t k, std::vector<int32_t>& order, std::vector<int32_t>& out) {
+namespace {
+
+// A float's bits as an unsigned key of the same order (negative values flipped, positive ones
+// above them); NaN is not ordered.
+inline uint32_t order_key(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+
+inline float from_order_key(uint32_t key) {
+  const uint32_t u = (key & 0x80000000u) ? (key & 0x7fffffffu) : ~key;
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+}  // namespace
+
+float kth_largest(std::span<const float> values, int64_t k, std::vector<uint32_t>& keys) {
+  keys.resize(values.size());
+  for (size_t i = 0; i < values.size(); ++i) keys[i] = order_key(values[i]);
+  // Most significant digit first (11, 11, 10 bits): count the candidates per digit, keep the
+  // digit holding the k-th largest, and only the candidates with that digit go on.
+  size_t live = keys.size();
+  uint32_t prefix = 0;
+  uint32_t count[2048];
+  for (const auto [shift, bits] : {std::pair{21, 11}, std::pair{10, 11}, std::pair{0, 10}}) {
+    const uint32_t bins = 1u << bits;
+    std::fill(count, count + bins, 0u);
+    for (size_t i = 0; i < live; ++i) ++count[(keys[i] >> shift) & (bins - 1)];
+    uint32_t digit = bins - 1;
+    while (int64_t(count[digit]) < k) k -= count[digit--];
+    prefix |= digit << shift;
+    size_t kept = 0;
+    for (size_t i = 0; i < live; ++i)
+      if (((keys[i] >> shift) & (bins - 1)) == digit) keys[kept++] = keys[i];
+    live = kept;
+  }
+  return from_order_key(prefix);
+}
+
+void top_k_with_newest(std::span<float> scores, int64_t k, std::vector<uint32_t>& work, std::vector<int32_t>& out) {
   const int64_t n = int64_t(scores.size());
+  out.clear();
   k = std::min(k, n);
+  if (k <= 0) return;
   scores[n - 1] = std::numeric_limits<float>::infinity();
-  order.resize(n);
-  std::iota(order.begin(), order.end(), 0);
-  auto better = [&](int32_t a, int32_t b) { return scores[a] > scores[b] || (scores[a] == scores[b] && a < b); };
-  std::nth_element(order.begin(), order.begin() + k, order.end(), better);
-  std::sort(order.begin(), order.begin() + k);
-  out.assign(order.begin(), order.begin() + k);
+  if (k == n) {
+    out.resize(size_t(n));
+    std::iota(out.begin(), out.end(), 0);
+    return;
+  }
+  // The k-th largest value is the threshold: every score above it is in, and of the scores equal
+  // to it the lowest indices fill the rest. Finding it by radix selection (rather than ordering
+  // an index array through an indirect comparator and sorting the winners) costs a few linear
+  // passes, and one ascending pass then emits the set already sorted.
+  const float threshold = kth_largest(scores, k, work);
+  int64_t above = 0, equal = 0;
+  for (const float s : scores) {
+    above += s > threshold;
+    equal += s == threshold;
+  }
+  int64_t ties = k - above;  // scores equal to the threshold to take, lowest index first
+  out.resize(size_t(k) + 16);  // slack for the 16-wide compressed stores
+  int64_t m = 0, i = 0;
+  if (ties == equal) {
+    // Every tie is taken: the set is simply scores >= threshold (the common case).
+#if defined(__AVX512F__)
+    const __m512 t = _mm512_set1_ps(threshold);
+    __m512i idx = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    const __m512i step = _mm512_set1_epi32(16);
+    for (; i + 16 <= n; i += 16) {
+      const __mmask16 take = _mm512_cmp_ps_mask(_mm512_loadu_ps(scores.data() + i), t, _CMP_GE_OQ);
+      _mm512_storeu_si512(out.data() + m, _mm512_maskz_compress_epi32(take, idx));
+      m += _mm_popcnt_u32(take);
+      idx = _mm512_add_epi32(idx, step);
+    }
+#endif
+    for (; i < n; ++i)
+      if (scores[size_t(i)] >= threshold) out[size_t(m++)] = int32_t(i);
+  } else {
+    for (; i < n; ++i) {
+      const float s = scores[size_t(i)];
+      if (s > threshold || (s == threshold && ties-- > 0)) out[size_t(m++)] = int32_t(i);
+    }
+  }
+  out.resize(size_t(m));
 }
 
 void top_channels(const float* q_group, int group, int head_dim, int r, std::vector<float>& magnitude,

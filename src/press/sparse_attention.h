@@ -17,6 +17,7 @@ namespace kvslim {
 // KV head has its own, so that heads are selected in parallel.
 struct SelectScratch {
   std::vector<float> scores, logits, page_scores, magnitude;
+  std::vector<uint32_t> work;  // top_k_with_newest
   std::vector<float> row;  // one key decoded from an f16/bf16/q8_0 page
   std::vector<int32_t> channels, picked, order;  // picked: pages or slots chosen
   std::vector<char> use_max;
@@ -46,8 +47,12 @@ class SparseAttentionPress : public Press, public SparseSelector {
 };
 
 // The k best of `scores` (ties: lower index), always including the last index; ascending in
-// `out`. Overwrites the last score; `order` is scratch.
-void top_k_with_newest(std::span<float> scores, int64_t k, std::vector<int32_t>& order, std::vector<int32_t>& out);
+// `out`. Overwrites the last score; `work` is scratch. Scores must not be NaN.
+void top_k_with_newest(std::span<float> scores, int64_t k, std::vector<uint32_t>& work, std::vector<int32_t>& out);
+
+// The k-th largest of `values` (1 <= k <= size; no NaN) by radix selection on the float bits;
+// `keys` is scratch.
+float kth_largest(std::span<const float> values, int64_t k, std::vector<uint32_t>& keys);
 
 // SparQ's channel choice (SparQ §3, step 1; RocketKV §3.4 step 2): the r channels of largest
 // Σ_group |q_i| over the group's queries [group][head_dim], ties to the lower channel, ascending.

@@ -35,7 +35,7 @@ class ExactTopKPress final : public SparseAttentionPress {
                      scratch.attention);
     for (int g = 0; g < group; ++g)
       add_softmax(std::span<float>(logits.data() + size_t(g) * n, size_t(n)), 1.0f / float(group), scores);
-    top_k_with_newest(scores, k_, scratch.order, out);
+    top_k_with_newest(scores, k_, scratch.work, out);
     return true;
   }
 

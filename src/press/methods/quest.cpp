@@ -47,7 +47,7 @@ class QuestPress final : public SparseAttentionPress {
       for (int g = 0; g < group; ++g)
         page_scores[p] += page_logit_bound(q_group + size_t(g) * d, bounds.min(p), bounds.max(p), d);
     std::vector<int32_t>& pages = scratch.picked;
-    top_k_with_newest(page_scores, n_pages_, scratch.order, pages);
+    top_k_with_newest(page_scores, n_pages_, scratch.work, pages);
     for (int32_t p : pages) {
       const int64_t begin = int64_t(p) * page_, end = std::min(n, begin + page_);
       for (int64_t i = begin; i < end; ++i) out.push_back(int32_t(i));

@@ -24,6 +24,7 @@
 #include "press/rocketkv_plan.h"
 #include "press/select.h"
 #include "press/sparse_attention.h"
+#include "tensor/simd.h"
 #include "util/error.h"
 
 namespace kvslim {
@@ -55,6 +56,25 @@ RocketKvPlan rocketkv_plan(int64_t n_prompt, int64_t max_new, int64_t budget, in
 }
 
 namespace {
+
+// Σ_c q[c] * (use_max[c] ? max[c] : min[c]) over `d` channels: a hybrid page logit with the
+// unselected channels of q zeroed.
+float hybrid_dot(const float* q, const float* min, const float* max, const char* use_max, int d) {
+  int c = 0;
+  float sum = 0.0f;
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+  __m512 acc = _mm512_setzero_ps();
+  for (; c + 16 <= d; c += 16) {
+    const __m128i flags = _mm_loadu_si128(reinterpret_cast<const __m128i*>(use_max + c));
+    const __mmask16 take_max = _mm_test_epi8_mask(flags, flags);
+    const __m512 rep = _mm512_mask_blend_ps(take_max, _mm512_loadu_ps(min + c), _mm512_loadu_ps(max + c));
+    acc = _mm512_fmadd_ps(_mm512_loadu_ps(q + c), rep, acc);
+  }
+  sum = _mm512_reduce_add_ps(acc);
+#endif
+  for (; c < d; ++c) sum += q[c] * (use_max[c] ? max[c] : min[c]);
+  return sum;
+}
 
 struct RocketKvSettings {
   int window = 32, kernel = 63, kernel_long = 511;
@@ -152,40 +172,44 @@ class RocketKvPress final : public SparseAttentionPress {
     bounds.sync(head, view);
     const std::vector<int32_t>& channels = scratch.channels;
     top_channels(q_group, group, d, plan_.channels, scratch.magnitude, scratch.channels);
+    // Per channel: the page bound it reads (max where the group's Σq_i > 0, else min), and each
+    // query head's q with the unselected channels zeroed (a zero adds an exact zero), so that a
+    // page logit is one dense pass over the page's bounds instead of a gather per channel.
     std::vector<char>& use_max = scratch.use_max;
-    use_max.resize(channels.size());
-    for (size_t i = 0; i < channels.size(); ++i) {
+    std::vector<float>& masked = scratch.row;
+    use_max.assign(size_t(d), 0);
+    masked.assign(size_t(group) * d, 0.0f);
+    for (const int32_t c : channels) {
       float sum = 0.0f;
-      for (int g = 0; g < group; ++g) sum += q_group[size_t(g) * d + channels[i]];
-      use_max[i] = sum > 0.0f;
+      for (int g = 0; g < group; ++g) sum += q_group[size_t(g) * d + c];
+      use_max[size_t(c)] = sum > 0.0f;
+      for (int g = 0; g < group; ++g) masked[size_t(g) * d + c] = q_group[size_t(g) * d + c];
     }
     // Every token of a page has the page's logit, so the softmax over tokens is computed per
     // page (a page of c tokens adds c terms to the normaliser): O(pages) work, not O(tokens).
     const int64_t n_pages = bounds.n_pages();
     std::vector<float>&page_probs = scratch.page_scores, &logits = scratch.logits;
     page_probs.assign(n_pages, 0.0f);
-    logits.resize(n_pages);
+    logits.resize(size_t(group) * n_pages);
+    for (int64_t p = 0; p < n_pages; ++p)  // each page's bounds read once for the group
+      for (int g = 0; g < group; ++g)
+        logits[size_t(g) * n_pages + p] = hybrid_dot(masked.data() + size_t(g) * d, bounds.min(p), bounds.max(p),
+                                                     use_max.data(), d);
     for (int g = 0; g < group; ++g) {
-      const float* q = q_group + size_t(g) * d;
-      const float scale = sparq_scale(q, channels, d);
+      const float scale = sparq_scale(q_group + size_t(g) * d, channels, d);
+      float* lg = logits.data() + size_t(g) * n_pages;
       float most = -std::numeric_limits<float>::infinity();
       for (int64_t p = 0; p < n_pages; ++p) {
-        const float *lo = bounds.min(p), *hi = bounds.max(p);
-        float logit = 0.0f;
-        for (size_t i = 0; i < channels.size(); ++i) {
-          const int32_t c = channels[i];
-          logit += q[c] * (use_max[i] ? hi[c] : lo[c]);
-        }
-        logits[p] = logit / scale;
-        most = std::max(most, logits[p]);
+        lg[p] /= scale;
+        most = std::max(most, lg[p]);
       }
       double norm = 0.0;
       for (int64_t p = 0; p < n_pages; ++p) {
-        logits[p] = std::exp(logits[p] - most);
-        norm += double(logits[p]) * double(page_size(p, n));
+        lg[p] = std::exp(lg[p] - most);
+        norm += double(lg[p]) * double(page_size(p, n));
       }
       const float weight = float(1.0 / (double(group) * norm));
-      for (int64_t p = 0; p < n_pages; ++p) page_probs[p] += weight * logits[p];
+      for (int64_t p = 0; p < n_pages; ++p) page_probs[p] += weight * lg[p];
     }
     top_k_slots(page_probs, n, scratch.order, scratch.picked);
     for (int32_t s : scratch.picked) out.push_back(int32_t(view.index(s)));
@@ -202,9 +226,17 @@ class RocketKvPress final : public SparseAttentionPress {
                    std::vector<int32_t>& slots) const {
     order.resize(page_probs.size());
     std::iota(order.begin(), order.end(), 0);
-    std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
+    const auto better = [&](int32_t a, int32_t b) {
       return page_probs[a] > page_probs[b] || (page_probs[a] == page_probs[b] && a < b);
-    });
+    };
+    // Only the best pages are read in order: top_k - 1 slots fill at most ceil((top_k-1)/page)
+    // pages, plus one when a page holds the newest slot (skipped). The comparator is a strict
+    // total order, so this prefix is the one a full sort gives.
+    const size_t needed =
+        std::min(order.size(), size_t((std::min(plan_.top_k, n) + plan_.page - 2) / plan_.page + 1));
+    std::nth_element(order.begin(), order.begin() + needed - 1, order.end(), better);
+    std::sort(order.begin(), order.begin() + needed, better);
+    order.resize(needed);
     slots.assign(1, int32_t(n - 1));
     int64_t wanted = std::min(plan_.top_k, n) - 1;
     for (size_t i = 0; i < order.size() && wanted > 0; ++i) {

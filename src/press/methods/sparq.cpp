@@ -8,6 +8,7 @@
 
 #include "press/methods.h"
 #include "press/sparse_attention.h"
+#include "kv/attention.h"
 
 namespace kvslim {
 
@@ -32,25 +33,25 @@ class SparqPress final : public SparseAttentionPress {
     const int d = cache.head_dim(), group = cache.n_heads() / cache.n_kv_heads();
     const std::vector<int32_t>& channels = scratch.channels;
     top_channels(q_group, group, d, r_, scratch.magnitude, scratch.channels);
-    std::vector<float>&scores = scratch.scores, &logits = scratch.logits, &scales = scratch.page_scores;
+    std::vector<float>&scores = scratch.scores, &logits = scratch.logits, &masked = scratch.row;
     scores.assign(n, 0.0f);
     logits.resize(size_t(group) * n);
-    scratch.row.resize(d);
-    scales.resize(group);
-    for (int g = 0; g < group; ++g) scales[g] = sparq_scale(q_group + size_t(g) * d, channels, d);
-    // Each key is decoded once for the whole group (not once per query head).
-    for (int64_t j = 0; j < n; ++j) {
-      const float* key = head.key_f32(j, scratch.row.data());
-      for (int g = 0; g < group; ++g) {
-        const float* q = q_group + size_t(g) * d;
-        float logit = 0.0f;
-        for (int32_t c : channels) logit += q[c] * key[c];
-        logits[size_t(g) * n + j] = logit / scales[g];
-      }
+    // q_g / temperature_g on the selected channels and exact zeros elsewhere: the decode kernel's
+    // full-row dot product then sums exactly the r selected products (the zeros add nothing), with
+    // each key row read once for the group. Row-major keys put every channel of a row in the same
+    // cache lines, so reading r of them would touch the same memory as reading all d; only the
+    // order of the float additions differs from a gathered r-term sum.
+    masked.assign(size_t(group) * d, 0.0f);
+    for (int g = 0; g < group; ++g) {
+      const float* q = q_group + size_t(g) * d;
+      const float scale = sparq_scale(q, channels, d);
+      for (int32_t c : channels) masked[size_t(g) * d + c] = q[c] / scale;
     }
+    key_scores(PagedKv{head, d, cache.page_tokens()}, masked.data(), group, 1.0f, logits.data(), n,
+               scratch.attention);
     for (int g = 0; g < group; ++g)
       add_softmax(std::span<float>(logits.data() + size_t(g) * n, size_t(n)), 1.0f / float(group), scores);
-    top_k_with_newest(scores, k_, scratch.order, out);
+    top_k_with_newest(scores, k_, scratch.work, out);
     return true;
   }
 
