@@ -96,7 +96,13 @@ std::vector<std::string> run_method(const Model& model, const std::string& metho
   std::vector<int32_t> prompt(kPrompt);
   const int n_vocab = model.config().n_vocab;
   for (int i = 0; i < kPrompt; ++i) prompt[size_t(i)] = 3 + (i * 37 + 11) % (n_vocab - 3);
-  Session session(model, pool, engine, kPrompt + kDecode, press.get(), kBudget, kDecode, 5);
+  Session session(model, pool,
+                  {.engine = engine,
+                   .capacity = kPrompt + kDecode,
+                   .press = press.get(),
+                   .budget = kBudget,
+                   .n_predict = kDecode,
+                   .seed = 5});
   session.prefill(prompt);
   add_kept("prefill", session.kv(), lines);
   std::unique_ptr<RecordingSelector> recorder;

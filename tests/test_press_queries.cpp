@@ -242,7 +242,7 @@ TEST(PressLagKv, RecursesEveryLagTokensInADecodingSession) {
   EngineOptions options;
   options.batch = 256;  // four prefill blocks; default mode compresses once, at the end
   auto p = press("lagkv");
-  Session session(*model, pool, options, 1100, p.get(), 5, 100);
+  Session session(*model, pool, {.engine = options, .capacity = 1100, .press = p.get(), .budget = 5, .n_predict = 100});
   std::vector<int32_t> prompt(1000);
   for (int i = 0; i < 1000; ++i) prompt[i] = 3 + (i * 53 + 7) % (model->config().n_vocab - 3);
   const float* logits = session.prefill(prompt);
@@ -439,12 +439,12 @@ TEST(PressDapq, ScoresAreTheAttentionOfPromptPlusPseudoTokensInOneForward) {
 
     // Reference: the pseudo tokens prefilled right after the prompt, positions n .. n+31.
     RowRecorder recorder(n, n);
-    Session reference(*model, pool, options, n + 32, &recorder);
+    Session reference(*model, pool, {.engine = options, .capacity = n + 32, .press = &recorder});
     reference.prefill(extended);
     const auto ref = pooled_group_mean(votes_of(recorder.rows, c), c.group_size(), 7);
 
     auto p = press("dapq");
-    Session session(*model, pool, options, n + 32, p.get(), budget);
+    Session session(*model, pool, {.engine = options, .capacity = n + 32, .press = p.get(), .budget = budget});
     session.record_scores();
     session.prefill(prompt);
     EXPECT_EQ(session.n_past(), n);
@@ -524,12 +524,12 @@ TEST(PressLaq, ScoresAreSnapKvsGreedyContinuationsQueriesOverTheFullPrompt) {
     const auto prompt = prompt_tokens(n, c.n_vocab);
 
     // The full prompt KV.
-    Session full(*model, pool, options, n);
+    Session full(*model, pool, {.engine = options, .capacity = n});
     full.prefill(prompt);
     // SnapKV's cache and its greedy continuation of w tokens, with their queries and keys.
     auto snapkv = press("snapkv");
     RecordingQueries recording(*snapkv);
-    Session draft(*model, pool, options, n + w, &recording, budget);
+    Session draft(*model, pool, {.engine = options, .capacity = n + w, .press = &recording, .budget = budget});
     const float* logits = draft.prefill(prompt);
     for (int i = 0; i < w; ++i) logits = draft.decode(argmax(logits, c.n_vocab));
     ASSERT_EQ(recording.recorder.queries.size(), size_t(w) * c.n_layers);
@@ -562,7 +562,7 @@ TEST(PressLaq, ScoresAreSnapKvsGreedyContinuationsQueriesOverTheFullPrompt) {
     const auto ref = pooled_group_mean(votes, group, 7);
 
     auto laq = press("laq");
-    Session session(*model, pool, options, n + w, laq.get(), budget);
+    Session session(*model, pool, {.engine = options, .capacity = n + w, .press = laq.get(), .budget = budget});
     session.record_scores();
     session.prefill(prompt);
     EXPECT_EQ(session.n_past(), n);
@@ -579,7 +579,7 @@ TEST(PressQueries, DeterministicAndWithinTheBudget) {
       auto p = press(method, options);
       EngineOptions engine;
       engine.batch = 32;
-      Session session(*model, pool, engine, 80 + 32, p.get(), 20);
+      Session session(*model, pool, {.engine = engine, .capacity = 80 + 32, .press = p.get(), .budget = 20});
       session.prefill(prompt_tokens(80, model->config().n_vocab));
       std::vector<std::vector<int64_t>> kept;
       for (int l = 0; l < session.kv().n_layers(); ++l) {

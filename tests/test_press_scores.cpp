@@ -648,7 +648,13 @@ TEST(PressKeyDiff, BlockPrefillOfAPrompt16TimesTheBudgetHoldsAtMostBudgetPlusBlo
     EngineOptions options;  // --batch 512: the engine lowers it to the method's block
     const auto keydiff = make_press("keydiff", {"block=16"});
     PeakWatcher watcher(*keydiff);
-    Session session(*model, pool, options, n + n_decode, &watcher, budget, n_decode, 1);
+    Session session(*model, pool,
+                    {.engine = options,
+                     .capacity = n + n_decode,
+                     .press = &watcher,
+                     .budget = budget,
+                     .n_predict = n_decode,
+                     .seed = 1});
     std::vector<int32_t> prompt(n);
     for (int64_t i = 0; i < n; ++i) prompt[i] = int32_t(3 + (i * 29) % 200);
     const float* logits = session.prefill(prompt);

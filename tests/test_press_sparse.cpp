@@ -483,7 +483,12 @@ TEST(PressSparse, KCoveringTheCacheIsDenseAttentionOnATinyModel) {
   for (int i = 0; i < n_prompt; ++i) prompt[i] = 3 + (i * 37 + 11) % (n_vocab - 3);
   // Prompt logits then the logits of each decode step (greedy, the reference run's tokens).
   auto run = [&](Press* press, int64_t budget, const std::vector<int32_t>& feed) {
-    Session session(*model, pool, EngineOptions{}, n_prompt + n_predict, press, budget, n_predict);
+    Session session(*model, pool,
+                    {.engine = EngineOptions{},
+                     .capacity = n_prompt + n_predict,
+                     .press = press,
+                     .budget = budget,
+                     .n_predict = n_predict});
     std::vector<std::vector<float>> logits;
     const float* l = session.prefill(prompt);
     logits.emplace_back(l, l + n_vocab);
@@ -495,7 +500,7 @@ TEST(PressSparse, KCoveringTheCacheIsDenseAttentionOnATinyModel) {
   };
   std::vector<int32_t> feed;
   for (int i = 0; i < n_predict; ++i) feed.push_back(3 + i * 5);
-  const auto full = run(nullptr, INT64_MAX, feed);
+  const auto full = run(nullptr, kNoBudget, feed);
   for (const std::string k : {"0", "46", "100"}) {  // the budget, the most the cache holds, more
     const auto press = make_press("exact_topk", {"k=" + k});
     EXPECT_EQ(run(press.get(), n_prompt + n_predict, feed), full) << "k=" << k;
@@ -737,7 +742,12 @@ TEST(PressSparseRocketKv, RunsOnATinyModelWithThePlannedStageOneBudget) {
     for (const std::string mt : {"false", "true"}) {
       auto generate_tokens = [&] {
         const auto press = make_press("rocketkv", {"mt=" + mt});
-        Session session(*model, pool, EngineOptions{}, n_prompt + n_predict, press.get(), budget, n_predict);
+        Session session(*model, pool,
+                        {.engine = EngineOptions{},
+                         .capacity = n_prompt + n_predict,
+                         .press = press.get(),
+                         .budget = budget,
+                         .n_predict = n_predict});
         const float* logits = session.prefill(prompt);
         for (int l = 0; l < session.kv().n_layers(); ++l)
           for (int h = 0; h < kv_heads; ++h)

@@ -32,6 +32,10 @@ int prefill_block(const EngineOptions& options, const Press* press, int64_t capa
   return int(std::max<int64_t>(1, block));
 }
 
+int64_t head_capacity(const SessionOptions& options) {
+  return options.capacity == 0 ? options.engine.context : options.capacity;
+}
+
 const EngineOptions& validated(const EngineOptions& options) {
   options.validate();
   return options;
@@ -78,21 +82,20 @@ std::unique_ptr<Press> CompressionOptions::make_press() const {
 int64_t CompressionOptions::resolve_budget(int64_t n_prompt) const {
   if (budget) return *budget;
   if (ratio) return std::max<int64_t>(1, int64_t(std::floor(double(n_prompt) * (1.0 - *ratio))));
-  return INT64_MAX;
+  return kNoBudget;
 }
 
-Session::Session(const Model& model, ThreadPool& pool, const EngineOptions& options, int64_t capacity, Press* press,
-                 int64_t budget, int n_predict, uint64_t seed)
+Session::Session(const Model& model, ThreadPool& pool, const SessionOptions& options)
     : model_(model),
       pool_(pool),
-      options_(validated(options)),
-      cache_(kv_shape(model.config(), options.cache_type_k, options.cache_type_v),
-             std::min<int64_t>(capacity, options.context), options.page_tokens),
-      forward_(model, prefill_block(options, press, capacity)),
-      press_(press),
-      budget_(budget),
-      n_predict_(n_predict),
-      seed_(seed) {}
+      options_(validated(options.engine)),
+      cache_(kv_shape(model.config(), options_.cache_type_k, options_.cache_type_v),
+             std::min<int64_t>(head_capacity(options), options_.context), options_.page_tokens),
+      forward_(model, prefill_block(options_, options.press, head_capacity(options))),
+      press_(options.press),
+      budget_(options.budget),
+      n_predict_(options.n_predict),
+      seed_(options.seed) {}
 
 void Session::timed(void (Press::*hook)(PressContext&)) {
   const auto start = Clock::now();
@@ -137,7 +140,7 @@ void Session::check_turn_fits(int64_t n, int64_t rewind_to) const {
   // A block-wise method (KeyDiff) cuts each head back to the budget after every block, so a long
   // turn needs room for one block above the budget only.
   int64_t needed = largest + n;
-  if (press_ && press_->prefill_block() > 0 && budget_ != INT64_MAX)
+  if (press_ && press_->prefill_block() > 0 && budget_ != kNoBudget)
     needed = std::min(needed, std::max(largest, budget_) + std::min<int64_t>(n, forward_.max_block()));
   if (needed > cache_.capacity())
     fail("a turn of {} tokens does not fit: the cache holds up to {} tokens per head and {} are in use (--ctx)", n,
@@ -350,13 +353,19 @@ GenerateResult generate(const Model& model, ThreadPool& pool, const EngineOption
   const int64_t budget = compression.resolve_budget(n_prompt);
   const int64_t n_appended = int64_t(request.appended.size());
   const int64_t capacity = std::min<int64_t>(options.context, n_prompt + n_appended + request.n_predict);
-  Session session(model, pool, options, capacity, press.get(), budget, request.n_predict, request.sampling.seed);
+  Session session(model, pool,
+                  {.engine = options,
+                   .capacity = capacity,
+                   .press = press.get(),
+                   .budget = budget,
+                   .n_predict = request.n_predict,
+                   .seed = request.sampling.seed});
   Sampler sampler(request.sampling, model.config().n_vocab);
   const Tokenizer& tokenizer = model.tokenizer();
 
   GenerateResult result;
   result.n_prompt = int(n_prompt);
-  result.budget = budget == INT64_MAX ? 0 : budget;
+  result.budget = budget == kNoBudget ? 0 : budget;
   std::vector<int32_t> history = request.prompt;
   history.insert(history.end(), request.appended.begin(), request.appended.end());
   history.reserve(history.size() + request.n_predict);

@@ -46,11 +46,20 @@ struct CompressionOptions {
   std::unique_ptr<Press> make_press() const;
 };
 
+// What a Session is built with besides the model and the thread pool. Call sites name what they
+// set: Session s(model, pool, {.engine = e, .capacity = n, .press = p, .budget = b});
+struct SessionOptions {
+  EngineOptions engine;
+  int64_t capacity = 0;        // most tokens one head holds (at most engine.context; 0: engine.context)
+  Press* press = nullptr;      // null: no compression; not owned
+  int64_t budget = kNoBudget;  // tokens per (layer, KV head) the press keeps (PressContext::budget)
+  int n_predict = 0;           // most tokens the first turn's answer may have (the press plans for it)
+  uint64_t seed = 0;           // the press's seed (random, LAQ's draft)
+};
+
 class Session final : private PressContext {
  public:
-  // `capacity` bounds each head (at most options.context). `press` may be null (no compression).
-  Session(const Model& model, ThreadPool& pool, const EngineOptions& options, int64_t capacity,
-          Press* press = nullptr, int64_t budget = INT64_MAX, int n_predict = 0, uint64_t seed = 0);
+  explicit Session(const Model& model, ThreadPool& pool, const SessionOptions& options);
 
   // Prefills the prompt in blocks of options.batch with the press's hooks; returns the prompt's
   // last logits (valid until the next decode). The first turn of a session (feed_turn).

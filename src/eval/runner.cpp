@@ -58,9 +58,9 @@ SampleRecord run_method(const Model& model, ThreadPool& pool, const RunnerOption
 
   if (options.intrinsic.any()) {
     const FullReference& ref = prepared.reference(model, pool, options);
-    const IntrinsicResult m = measure_intrinsic(model, pool, options.engine, prepared.tokens(), ref,
-                                                [&] { return method.make(); }, budget.value_or(INT64_MAX),
-                                                prepared.spec().seed, options.intrinsic);
+    const IntrinsicResult m = measure_intrinsic(
+        model, pool, options.engine, prepared.tokens(), ref, [&] { return method.make(); }, budget.value_or(kNoBudget),
+        prepared.spec().seed, options.intrinsic);
     r.recall = m.recall;
     r.attn_error = m.attn_error;
     r.kl = m.kl;

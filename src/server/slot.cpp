@@ -115,8 +115,12 @@ void Slot::begin() {
     press_ = make_press(c.press, c.press_options);
     if (c.budget) press_->check_budget(*c.budget);
     const int64_t budget = c.resolve_budget(int64_t(job.prompt.size()));
-    session_ = std::make_unique<Session>(model_, pool_, engine_, engine_.context, press_.get(), budget, 0,
-                                         job.sampling.seed);
+    session_ = std::make_unique<Session>(model_, pool_,
+                                         SessionOptions{.engine = engine_,
+                                                        .capacity = engine_.context,
+                                                        .press = press_.get(),
+                                                        .budget = budget,
+                                                        .seed = job.sampling.seed});
     key_ = key;
     press_options_ = c.press_options;
     logits_ = session_->feed_turn(turn, job.n_predict);
@@ -130,7 +134,7 @@ void Slot::begin() {
   result_.n_reused = int(reuse);
   result_.kept_tokens = double(kv.total_tokens()) / double(heads);
   result_.press = job.compression.press;
-  result_.budget = session_->budget() == INT64_MAX ? 0 : session_->budget();
+  result_.budget = session_->budget() == kNoBudget ? 0 : session_->budget();
   result_.kv_bytes_full = kv_bytes_for(model_.config(), engine_, int64_t(job.prompt.size())) -
                           kv_bytes_for(model_.config(), engine_, 0);
   if (job.kv_map) result_.kv_map = kept_map();
@@ -260,7 +264,7 @@ nlohmann::json Slot::info(bool busy) const {
   if (session_) {
     const PagedKvCache& kv = session_->kv();
     out["press"] = key_.substr(0, key_.find('|'));
-    out["budget"] = session_->budget() == INT64_MAX ? 0 : session_->budget();
+    out["budget"] = session_->budget() == kNoBudget ? 0 : session_->budget();
     out["kept_tokens"] = double(kv.total_tokens()) / (kv.n_layers() * kv.n_kv_heads());
   }
   return out;
@@ -285,10 +289,12 @@ nlohmann::json Slot::restore(const std::string& path) {
   CompressionOptions c;
   c.press = contents.meta.press;
   c.press_options = contents.meta.press_options;
-  if (contents.meta.budget != INT64_MAX) c.budget = contents.meta.budget;
+  if (contents.meta.budget != kNoBudget) c.budget = contents.meta.budget;
   auto press = make_press(c.press, c.press_options);
-  auto session = std::make_unique<Session>(model_, pool_, engine_, engine_.context, press.get(),
-                                           contents.meta.budget, 0, 0);
+  auto session = std::make_unique<Session>(
+      model_, pool_,
+      SessionOptions{
+          .engine = engine_, .capacity = engine_.context, .press = press.get(), .budget = contents.meta.budget});
   apply_kv_file(contents, *session);
   // Everything read and applied: only now does the slot change.
   session_ = std::move(session);
