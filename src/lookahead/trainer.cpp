@@ -4,11 +4,11 @@
 #include <chrono>
 #include <cmath>
 
-#include "eval/rng.h"
 #include "lookahead/objective.h"
 #include "lookahead/prompt_target.h"
 #include "press/select.h"
 #include "press/snapkv_scores.h"
+#include "tasks/rng.h"
 #include "train/adamw.h"
 #include "train/lr_schedule.h"
 #include "util/error.h"
@@ -172,7 +172,7 @@ LookaheadAdapter train_lookahead(const Model& model, ThreadPool& pool, const Loo
 
   t0 = Clock::now();
   double eval_seconds = 0;
-  eval::Rng rng(options.seed);
+  tasks::Rng rng(options.seed);
   std::vector<int> order;
   size_t next = 0;
   for (int step = 0; step < options.steps; ++step) {
