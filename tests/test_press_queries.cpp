@@ -9,6 +9,7 @@
 #include <numeric>
 #include <random>
 
+#include "engine/generate.h"
 #include "engine/session.h"
 #include "model/model.h"
 #include "press/attention_accumulator.h"

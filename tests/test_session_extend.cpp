@@ -5,6 +5,7 @@
 
 #include <cmath>
 
+#include "engine/generate.h"
 #include "engine/session.h"
 #include "model/model.h"
 #include "press/registry.h"

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "engine/generate.h"
 #include "engine/live_session.h"
 #include "util/error.h"
 

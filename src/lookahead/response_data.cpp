@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <tuple>
 
+#include "engine/generate.h"
 #include "engine/session.h"
 #include "model/fingerprint.h"
 #include "tasks/haystack.h"

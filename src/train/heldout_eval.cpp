@@ -1,5 +1,6 @@
 #include "train/heldout_eval.h"
 
+#include "engine/generate.h"
 #include "engine/session.h"
 #include "tasks/task.h"
 #include "train/data_stream.h"
