@@ -7,7 +7,7 @@
 #include "lookahead/objective.h"
 #include "lookahead/prompt_target.h"
 #include "press/select.h"
-#include "press/snapkv_scores.h"
+#include "press/methods/snapkv.h"
 #include "tasks/rng.h"
 #include "train/adamw.h"
 #include "train/lr_schedule.h"
