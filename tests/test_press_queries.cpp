@@ -15,6 +15,7 @@
 #include "press/attention_accumulator.h"
 #include "press/registry.h"
 #include "press/select.h"
+#include "fake_press_context.h"
 #include "test_models.h"
 #include "util/error.h"
 
@@ -39,10 +40,11 @@ ModelConfig small_config(int kv_heads, int head_dim = 8) {
   return c;
 }
 
-class FakeContext final : public PressContext {
+class FakeContext final : public testing::FakePressContext {
  public:
   FakeContext(const ModelConfig& config, int64_t capacity, int64_t budget, uint64_t seed = 1)
-      : config_(config), cache_(kv_shape(config), capacity, 16), budget_(budget), rng_(seed) {}
+      : FakePressContext(config, {.capacity = capacity, .page_tokens = 16, .budget = budget, .records_appended = true}),
+        rng_(seed) {}
 
   // Appends n tokens of random K/V to every head at the next positions.
   void append_random(int n) {
@@ -57,34 +59,8 @@ class FakeContext final : public PressContext {
   }
   void set_prompt(std::vector<int32_t> prompt) { prompt_ = std::move(prompt); }
 
-  const ModelConfig& config() const override { return config_; }
-  PagedKvCache& cache() override { return cache_; }
-  int64_t budget() const override { return budget_; }
-  const std::vector<int32_t>& prompt() const override { return prompt_; }
-  int64_t n_past() const override { return n_past_; }
-  int n_predict() const override { return 0; }
-  uint64_t seed() const override { return 0; }
-  void run_appended(const std::vector<int32_t>& tokens, AttentionProbe*) override {
-    appended.push_back(tokens);
-    appended_at.push_back(n_past_);
-  }
-  void run_appended_rows(const float*, int, const LoraAdapter*, AttentionProbe*) override { fail("not used"); }
-  uint64_t model_fingerprint() const override { return 0; }
-  std::vector<int32_t> generate_pseudo(int, AttentionProbe*) override { fail("not used"); }
-  void keep(int layer, int kv_head, std::span<const int32_t> indices) override {
-    cache_.head(layer, kv_head).retain(indices, cache_.pool());
-  }
-
-  std::vector<std::vector<int32_t>> appended;  // what run_appended received
-  std::vector<int64_t> appended_at;            // n_past() at each call
-
  private:
-  ModelConfig config_;
-  PagedKvCache cache_;
-  int64_t budget_;
   std::mt19937 rng_;
-  std::vector<int32_t> prompt_;
-  int64_t n_past_ = 0;
 };
 
 Rows rows_of(const HeadCache& head, int d, bool values) {
