@@ -206,6 +206,24 @@ TEST(CliDemo, PrintsTheTableAndWritesRunsAndPlots) {
   }
 }
 
+// A bare `lookaheadkv` runs with MODEL.lookahead.gguf beside the model (as `claims` does), labelled
+// `lookaheadkv`; without that file a list naming it is refused, naming the file.
+TEST(CliDemo, LookaheadKvTakesTheAdapterBesideTheModel) {
+  const std::string dir = fresh_dir("cli-demo-adapter");
+  const std::string model = dir + "/m.gguf";
+  std::filesystem::create_directories(dir);
+  std::filesystem::copy_file(tiny_model(), model);
+  const std::string args = "demo -m " + model +
+                           " --methods full,lookaheadkv --budgets 16 --tasks passkey --lengths 256 --samples 1 --threads 2"
+                           " --out " + dir + "/out";
+  expect_clean_error(run(args), dir + "/m.lookahead.gguf does not exist");
+  const CommandResult init = run("init-adapter -m " + model + " -o " + dir + "/m.lookahead.gguf --lookahead 8 --rank 4");
+  ASSERT_EQ(init.exit_code, 0) << init.err;
+  const CommandResult r = run(args);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("| lookaheadkv | 16 | 1 |"), std::string::npos) << r.out;
+}
+
 TEST(CliDemo, AMissingModelIsAClearError) {
   expect_clean_error(run("demo -m /nonexistent/model.gguf"), "model /nonexistent/model.gguf not found");
   expect_clean_error(run("demo -m " + tiny_model() + " --methods nosuch"), "nosuch");

@@ -197,6 +197,22 @@ TEST(SvgPlot, LineChartHasEverySeriesAndTheReference) {
   EXPECT_EQ(children_named(*refs[0], "line")[0]->attrs.at("y1"), "40");
 }
 
+// A method with options (lookaheadkv:adapter=PATH) names a long series: the chart widens so that
+// its legend entry ends inside the picture, at 7 pixels per character; short names keep 680.
+TEST(SvgPlot, LongLegendNamesWidenTheChart) {
+  LineChart chart;
+  chart.series = {{"knorm", {{64, 0.25}, {128, 0.5}}}};
+  EXPECT_EQ(parse_svg(render_line_chart(chart)).attrs.at("width"), "680");
+  const std::string long_name(60, 'x');
+  chart.series.push_back({long_name, {{64, 0.5}}});
+  const Node root = parse_svg(render_line_chart(chart));
+  const auto series = with_attr(root, "data-series");
+  ASSERT_EQ(series.size(), 2u);
+  const double text_x = std::stod(children_named(*series[1], "text")[0]->attrs.at("x"));
+  EXPECT_GE(std::stod(root.attrs.at("width")), text_x + 60 * 7);
+  EXPECT_EQ(root.attrs.at("viewBox"), "0 0 " + root.attrs.at("width") + " 420");
+}
+
 TEST(SvgPlot, HeatmapHasOneCellPerRowAndColumn) {
   Heatmap map;
   map.columns = {"1024", "2048"};

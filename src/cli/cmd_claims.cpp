@@ -1,4 +1,4 @@
-// kvslim claims: do the seed papers' headline comparisons hold on our model? Runs the three sweeps
+// kvslim claims: do the seed papers' headline comparisons hold on our model? Runs the five sweeps
 // of eval/claims.h on held-out samples (resumable: OUT keeps every run), then prints one table of
 // claims with our figures, the paired 95% interval and the verdict, and writes OUT/claims.md.
 #include <fmt/format.h>
@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "cli/commands.h"
+#include "cli/model_files.h"
 #include "cli/progress.h"
 #include "eval/claims.h"
 #include "eval/sample_source.h"
@@ -28,18 +29,12 @@ struct ClaimsOptions {
   int threads = 0;
 };
 
-std::string default_adapter(const std::string& model) {
-  std::filesystem::path p(model);
-  p.replace_extension(".lookahead.gguf");
-  return std::filesystem::exists(p) ? p.string() : "";
-}
-
 void run_claims(const ClaimsOptions& opt) {
   const auto start = std::chrono::steady_clock::now();
   if (!std::filesystem::exists(opt.model))
     fail("model {} not found{}", opt.model,
          opt.model == kDefaultModel ? " (run from the repository root, or pass -m MODEL)" : "");
-  const std::string adapter = opt.adapter.empty() ? default_adapter(opt.model) : opt.adapter;
+  const std::string adapter = opt.adapter.empty() ? adapter_beside(opt.model) : opt.adapter;
   if (!adapter.empty() && !std::filesystem::exists(adapter)) fail("--adapter {}: no such file", adapter);
   const eval::ClaimsPlan plan = eval::claims_plan(opt.quick, adapter);
   const std::vector<eval::ClaimsSweep> sweeps = eval::claims_sweeps(plan, opt.out);
@@ -47,9 +42,9 @@ void run_claims(const ClaimsOptions& opt) {
   const auto model = Model::load(opt.model);
   ThreadPool pool(opt.threads);
   const eval::TaskCatalog catalog = eval::generated_tasks();
-  fmt::print("kvslim claims{}: {}; tasks {} at {} tokens, {} held-out samples each; budgets {}\n",
+  fmt::print("kvslim claims{}: {}; tasks {} at {} tokens, {} held-out samples each ({} multi-turn {}); budgets {}\n",
              opt.quick ? " --quick" : "", opt.model, fmt::join(plan.tasks, ","), fmt::join(plan.lengths, ","),
-             plan.samples, fmt::join(plan.budgets, ","));
+             plan.samples, plan.mt_samples, plan.mt_task, fmt::join(plan.budgets, ","));
   std::vector<std::vector<eval::SampleRecord>> records;
   for (const eval::ClaimsSweep& s : sweeps) {
     fmt::print(stderr, "sweep {} ({} methods)\n", s.dir, s.options.methods.size());
@@ -60,7 +55,8 @@ void run_claims(const ClaimsOptions& opt) {
     records.push_back(eval::read_records((std::filesystem::path(s.options.out_dir) / "samples.jsonl").string()));
   }
 
-  const std::string table = eval::claims_markdown(eval::claim_rows(plan, records[0], records[1], records[2]));
+  const eval::ClaimsRecords by_sweep{records.at(0), records.at(1), records.at(2), records.at(3), records.at(4)};
+  const std::string table = eval::claims_markdown(eval::claim_rows(plan, by_sweep));
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   fmt::print("\n{}\nverdict: paired 95% t-interval of the per-sample difference (docs/claims.md); {}\n", table,
              format_duration(seconds));

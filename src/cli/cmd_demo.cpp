@@ -5,8 +5,10 @@
 #include <fmt/format.h>
 
 #include <filesystem>
+#include <sstream>
 
 #include "cli/commands.h"
+#include "cli/model_files.h"
 #include "cli/progress.h"
 #include "cli/shared_options.h"
 #include "eval/demo_table.h"
@@ -21,10 +23,50 @@ namespace kvslim::cli {
 namespace {
 
 constexpr const char* kDefaultModel = "models/kvslim-small.gguf";
+// LagKV one-shot: its default recursive mode ignores the budget (rho alone sets what is kept),
+// which a table by budget cannot show.
+constexpr const char* kDefaultMethods =
+    "full,streaming_llm,snapkv,keydiff,dapq,lagkv:mode=oneshot,lookaheadkv,rocketkv";
+
+// A bare `lookaheadkv` runs with the adapter beside the model (labelled `lookaheadkv` in the table).
+// Without one, the default list leaves it out with a note; a list the user wrote fails, naming the
+// file it looked for.
+std::vector<eval::MethodSpec> methods_with_adapter(const std::string& list, const std::string& model) {
+  const std::string adapter = adapter_beside(model);
+  std::string rewritten;
+  bool bare = false, dropped = false;
+  std::istringstream items(list);
+  for (std::string item; std::getline(items, item, ',');) {
+    std::string m = item;
+    if (item == "lookaheadkv") {
+      bare = true;
+      if (adapter.empty()) {
+        std::filesystem::path wanted(model);
+        wanted.replace_extension(".lookahead.gguf");
+        if (list != kDefaultMethods)
+          fail("demo: lookaheadkv needs an adapter and {} does not exist (write lookaheadkv:adapter=FILE, or make "
+               "one with `kvslim train-lookahead`)",
+               wanted.string());
+        fmt::print(stderr, "demo: lookaheadkv left out: no adapter {} (kvslim train-lookahead makes one)\n",
+                   wanted.string());
+        dropped = true;
+        continue;
+      }
+      m = "lookaheadkv:adapter=" + adapter;
+    }
+    rewritten += (rewritten.empty() ? "" : ",") + m;
+  }
+  std::vector<eval::MethodSpec> methods = eval::parse_methods(rewritten);
+  if (bare && !dropped)
+    for (eval::MethodSpec& spec : methods)
+      if (spec.label == "lookaheadkv:adapter=" + adapter) spec.label = "lookaheadkv";
+  return methods;
+}
 
 struct DemoOptions {
   std::string model = kDefaultModel;
-  std::string methods = "full,streaming_llm,snapkv,keydiff,dapq";
+  // The seed methods where they differ; lookaheadkv takes MODEL.lookahead.gguf (methods_with_adapter).
+  std::string methods = kDefaultMethods;
   std::vector<int64_t> budgets{64, 128, 256};
   eval::GridOptions grid{{"niah_single_1", "niah_single_2", "passkey"}, {1024, 2048}, {}, 4, 0};
   std::string out = "demo-out";
@@ -33,8 +75,11 @@ struct DemoOptions {
 };
 
 void run_demo(const DemoOptions& opt) {
+  if (!std::filesystem::exists(opt.model))
+    fail("model {} not found{}", opt.model,
+         opt.model == kDefaultModel ? " (run from the repository root, or pass -m MODEL)" : "");
   eval::SweepOptions sweep;
-  sweep.methods = eval::parse_methods(opt.methods);
+  sweep.methods = methods_with_adapter(opt.methods, opt.model);
   sweep.budgets = opt.budgets;
   eval::expand_runs(sweep.methods, sweep.budgets);
   sweep.out_dir = opt.out;
@@ -43,9 +88,6 @@ void run_demo(const DemoOptions& opt) {
   sweep.runner.engine.cache_type_v = opt.kv_types.cache_type_v;
   const eval::TaskCatalog catalog = eval::generated_tasks();
   eval::expand_grid(opt.grid, catalog.find);
-  if (!std::filesystem::exists(opt.model))
-    fail("model {} not found{}", opt.model,
-         opt.model == kDefaultModel ? " (run from the repository root, or pass -m MODEL)" : "");
 
   // A demo always measures afresh: earlier runs in the directory would be skipped otherwise.
   const std::filesystem::path samples = std::filesystem::path(opt.out) / "samples.jsonl";
@@ -77,7 +119,8 @@ void add_demo_command(CLI::App& app) {
   auto opt = std::make_shared<DemoOptions>();
   CLI::App* cmd = app.add_subcommand("demo", "compare the full cache and eviction methods on the default model: score, KV memory, speed");
   cmd->add_option("-m,--model", opt->model, "GGUF model")->capture_default_str();
-  cmd->add_option("--methods", opt->methods, "methods, comma-separated (as kvslim eval)")->capture_default_str();
+  cmd->add_option("--methods", opt->methods,
+                  "methods, comma-separated (as kvslim eval); a bare lookaheadkv takes MODEL.lookahead.gguf")->capture_default_str();
   cmd->add_option("--budgets", opt->budgets, "budgets in tokens per layer and KV head")->delimiter(',')->capture_default_str();
   cmd->add_option("--tasks", opt->grid.tasks, "generated tasks")->delimiter(',')->capture_default_str();
   cmd->add_option("--lengths", opt->grid.lengths, "prompt lengths in tokens")->delimiter(',')->capture_default_str();

@@ -58,22 +58,34 @@ void CompressionOptions::validate() const {
     fail("--prefill-evict must be end or block (got '{}')", prefill_evict);
 }
 
+namespace {
+
+// True when the method has the option prefill=end|block.
+bool has_prefill_option(const std::string& press) {
+  const std::string name = press.substr(0, press.find(':'));
+  for (const PressInfo& info : press_registry())
+    if (info.name == name)
+      for (const OptionSpec& spec : info.options)
+        if (spec.key == "prefill") return true;
+  return false;
+}
+
+}  // namespace
+
+bool has_block_prefill_eviction(const std::string& press) {
+  return has_prefill_option(press) || press.substr(0, press.find(':')) == "keydiff";
+}
+
 std::unique_ptr<Press> CompressionOptions::make_press() const {
   std::vector<std::string> options = press_options;
   if (prefill_evict == "block") {
-    const std::string name = press.substr(0, press.find(':'));
-    bool has_option = false;
-    for (const PressInfo& info : press_registry())
-      if (info.name == name)
-        for (const OptionSpec& spec : info.options) has_option = has_option || spec.key == "prefill";
     std::vector<std::string> with;
     for (const PressInfo& info : press_registry())
-      for (const OptionSpec& spec : info.options)
-        if (spec.key == "prefill") with.push_back(info.name);
-    if (!has_option && name != "keydiff")
+      if (has_prefill_option(info.name)) with.push_back(info.name);
+    if (!has_block_prefill_eviction(press))
       fail("--prefill-evict block: method '{}' has no block-wise prefill eviction (methods with it: keydiff (always), {})",
            press, fmt::join(with, ", "));
-    if (has_option) options.push_back("prefill=block");
+    if (has_prefill_option(press)) options.push_back("prefill=block");
   }
   return kvslim::make_press(press, options);
 }
@@ -102,24 +114,49 @@ void Session::timed(void (Press::*hook)(PressContext&)) {
   score_ms_ += ms_since(start);
 }
 
-const float* Session::run_blocks(const std::vector<int32_t>& tokens, bool block_hooks, std::vector<float>* all_logits) {
-  const float* logits = nullptr;
+void Session::check_not_prefilling(const char* what) const {
+  if (pending_) fail("{} while a prefill is in progress (finish it with prefill_step)", what);
+}
+
+int Session::prefill_step() {
+  if (!pending_) fail("prefill_step: no prefill in progress (begin_prefill first)");
+  PendingBlocks& p = *pending_;
+  const bool hooks = p.turn && press_ != nullptr;
+  const int n = int(std::min<size_t>(forward_.max_block(), p.tokens.size() - p.done));
+  if (hooks) press_->before_prefill_block(*this, n);
+  const float* logits = forward_.run(p.tokens.data() + p.done, n, n_past_, cache_, pool_, p.all_logits != nullptr);
   const size_t n_vocab = size_t(model_.config().n_vocab);
-  if (all_logits) all_logits->clear();
-  for (size_t start = 0; start < tokens.size(); start += forward_.max_block()) {
-    const int n = int(std::min<size_t>(forward_.max_block(), tokens.size() - start));
-    if (block_hooks) press_->before_prefill_block(*this, n);
-    logits = forward_.run(tokens.data() + start, n, n_past_, cache_, pool_, all_logits != nullptr);
-    if (all_logits) {
-      all_logits->insert(all_logits->end(), logits, logits + size_t(n) * n_vocab);
-      logits += size_t(n - 1) * n_vocab;
-    }
-    n_past_ += n;
-    if (block_hooks) timed(&Press::after_prefill_block);
+  if (p.all_logits) {
+    p.all_logits->insert(p.all_logits->end(), logits, logits + size_t(n) * n_vocab);
+    logits += size_t(n - 1) * n_vocab;
   }
-  // Appended rows and pseudo responses reuse the forward buffers: keep the prompt's logits.
-  last_logits_.assign(logits, logits + model_.config().n_vocab);
-  return last_logits_.data();
+  n_past_ += n;
+  p.done += size_t(n);
+  const bool last = p.done == p.tokens.size();
+  // Block hooks may run appended rows or pseudo responses, which reuse the forward buffers: keep
+  // the turn's last logits before they run.
+  if (last) last_logits_.assign(logits, logits + n_vocab);
+  if (hooks) timed(&Press::after_prefill_block);
+  if (last) finish_pending(p.turn);
+  return n;
+}
+
+void Session::finish_pending(bool turn) {
+  pending_.reset();
+  if (press_) {
+    if (turn) {
+      cache_.set_probe(nullptr);
+      timed(&Press::end_prefill);
+    } else {
+      timed(&Press::after_extend);
+    }
+  }
+  install_decode_observers();
+  reserve_decode_pages();
+}
+
+void Session::run_pending() {
+  while (pending_) prefill_step();
 }
 
 void Session::install_decode_observers() {
@@ -136,10 +173,11 @@ void Session::check_turn_fits(int64_t n, int64_t rewind_to) const {
       while (size > 0 && head.position(size - 1) >= rewind_to) --size;
       largest = std::max(largest, size);
     }
-  // A block-wise method (KeyDiff) cuts each head back to the budget after every block, so a long
-  // turn needs room for one block above the budget only.
+  // A block-wise method (KeyDiff, prefill=block) cuts each head back to the budget after every
+  // block, so a long turn needs room for one block above the budget only (or above what the head
+  // holds, when that is more: the first block lands before any eviction).
   int64_t needed = largest + n;
-  if (press_ && press_->prefill_block() > 0 && budget_ != kNoBudget)
+  if (press_ && press_->evicts_each_prefill_block() && budget_ != kNoBudget)
     needed = std::min(needed, std::max(largest, budget_) + std::min<int64_t>(n, forward_.max_block()));
   if (needed > cache_.capacity())
     fail("a turn of {} tokens does not fit: the cache holds up to {} tokens per head and {} are in use (--ctx)", n,
@@ -147,6 +185,13 @@ void Session::check_turn_fits(int64_t n, int64_t rewind_to) const {
 }
 
 const float* Session::feed_turn(const std::vector<int32_t>& tokens, int n_predict) {
+  begin_prefill(tokens, n_predict);
+  run_pending();
+  return last_logits_.data();
+}
+
+void Session::begin_prefill(const std::vector<int32_t>& tokens, int n_predict) {
+  check_not_prefilling("feed_turn");
   if (tokens.empty()) fail("cannot prefill an empty prompt");
   check_turn_fits(int64_t(tokens.size()), n_past_);
   n_predict_ = n_predict;
@@ -168,17 +213,11 @@ const float* Session::feed_turn(const std::vector<int32_t>& tokens, int n_predic
   }
   cache_.set_sparse_selector(nullptr);
   ++turns_;
-  run_blocks(tokens, press_ != nullptr);
-  if (press_) {
-    cache_.set_probe(nullptr);
-    timed(&Press::end_prefill);
-  }
-  install_decode_observers();
-  reserve_decode_pages();
-  return last_logits_.data();
+  pending_ = PendingBlocks{tokens, 0, true, nullptr};
 }
 
 void Session::rewind(int64_t n) {
+  check_not_prefilling("rewind");
   if (n < 0 || n > n_past_) fail("cannot rewind to position {} of a history of {} tokens", n, n_past_);
   if (n == n_past_) return;
   for (int l = 0; l < cache_.n_layers(); ++l)
@@ -205,13 +244,13 @@ void Session::restore(Snapshot snapshot) {
 const float* Session::extend(const std::vector<int32_t>& tokens, std::vector<float>* all_logits) {
   if (prompt_.empty()) fail("extend needs a prefilled prompt");
   if (tokens.empty()) fail("cannot extend with no tokens");
+  check_not_prefilling("extend");
   cache_.set_probe(nullptr);
   cache_.set_sparse_selector(nullptr);
   history_.insert(history_.end(), tokens.begin(), tokens.end());
-  run_blocks(tokens, false, all_logits);
-  if (press_) timed(&Press::after_extend);
-  install_decode_observers();
-  reserve_decode_pages();
+  if (all_logits) all_logits->clear();
+  pending_ = PendingBlocks{tokens, 0, false, all_logits};
+  run_pending();
   return last_logits_.data();
 }
 
@@ -223,6 +262,7 @@ void Session::reserve_decode_pages() {
 }
 
 const float* Session::decode(int32_t token) {
+  check_not_prefilling("decode");
   const float* logits = forward_.run(&token, 1, n_past_, cache_, pool_);
   ++n_past_;
   history_.push_back(token);

@@ -46,6 +46,10 @@ struct CompressionOptions {
   std::unique_ptr<Press> make_press() const;
 };
 
+// True when `press` (a method name, options after ':' allowed) can evict after every prefill
+// block (KeyDiff always does; others through their option prefill=block).
+bool has_block_prefill_eviction(const std::string& press);
+
 // What a Session is built with besides the model and the thread pool. Call sites name what they
 // set: Session s(model, pool, {.engine = e, .capacity = n, .press = p, .budget = b});
 struct SessionOptions {
@@ -71,6 +75,18 @@ class Session final : private PressContext {
   // method's rule). `n_predict` bounds the answer that follows (the press plans for it). Throws
   // kvslim::Error, with the session unchanged, when the turn cannot fit in the context.
   const float* feed_turn(const std::vector<int32_t>& tokens, int n_predict);
+  // The same turn, resumable (the server interleaves its slots block by block): begin_prefill
+  // does everything feed_turn does before the first forward pass (the fit check, the press's
+  // begin/begin_turn) and runs nothing; each prefill_step() then runs one block of --batch tokens
+  // (or the method's smaller block) with the press's block hooks, and the last one also runs the
+  // end-of-prefill hooks, after which prefilling() is false and last_logits() holds the turn's
+  // last logits. feed_turn and extend are these steps run to the end: there is one prefill loop,
+  // so a stepwise prefill is bit-identical to a one-shot one. Until prefilling() is false the
+  // session accepts nothing but prefill_step() (a session dropped half-way must be discarded).
+  void begin_prefill(const std::vector<int32_t>& tokens, int n_predict);
+  // Runs the next block; returns how many tokens it ran.
+  int prefill_step();
+  bool prefilling() const { return pending_.has_value(); }
   // Forgets every token from history position n on: cached tokens at positions >= n are dropped
   // from every head (tokens evicted before n stay evicted) and the press is told (Press::rewind).
   // A template that rewrites history re-prefills from its first differing token this way.
@@ -137,10 +153,20 @@ class Session final : private PressContext {
   void keep(int layer, int kv_head, std::span<const int32_t> indices) override;
   void record_scores(int layer, int kv_head, std::span<const float> scores) override;
 
-  // Runs `tokens` in blocks at the next positions, calling the press's after_prefill_block
-  // hook after each block when `block_hooks`; keeps and returns the last token's logits (and
-  // stores every token's into `all_logits` when given).
-  const float* run_blocks(const std::vector<int32_t>& tokens, bool block_hooks, std::vector<float>* all_logits = nullptr);
+  // Tokens queued to run in blocks at the next positions (begin_prefill, extend); prefill_step
+  // runs one block. A turn's blocks run the press's block hooks and end with end_prefill; an
+  // extension's run none and end with after_extend. `all_logits` receives every token's logits.
+  struct PendingBlocks {
+    std::vector<int32_t> tokens;
+    size_t done = 0;
+    bool turn = false;
+    std::vector<float>* all_logits = nullptr;
+  };
+  // Runs the pending blocks to the end (the one prefill loop).
+  void run_pending();
+  // After the last pending block: the end hooks, decode observers and decode pages.
+  void finish_pending(bool turn);
+  void check_not_prefilling(const char* what) const;
   // Installs the press's decode-time probe and sparse selector (none without a press).
   void install_decode_observers();
   // Runs a press hook, adding its time to score_ms.
@@ -173,6 +199,7 @@ class Session final : private PressContext {
   int64_t n_past_ = 0;
   double score_ms_ = 0;
   std::vector<std::vector<float>> recorded_scores_;
+  std::optional<PendingBlocks> pending_;
 };
 
 // Throws kvslim::Error for an empty prompt, one longer than the context or an id outside the

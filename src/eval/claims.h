@@ -22,6 +22,9 @@ struct ClaimsPlan {
   int samples = 0;               // per task and length
   std::string adapter;           // LookaheadKV adapter for the model; empty: its rows are not measured
   double close_margin = 0.05;    // "close to": the mean score difference within ±0.05
+  int64_t block = 128;           // KeyDiff's setting: every method evicts after each prefill block of this size
+  std::string mt_task = "niah_multiquery";  // RocketKV-MT's setting: its four questions asked turn by turn
+  int mt_samples = 0;            // per length, for the multi-turn sweep
 };
 
 // Budgets 64 and 128, 8 samples per task and length; --quick at 1024 tokens (about 5 minutes on 2
@@ -30,8 +33,10 @@ struct ClaimsPlan {
 // eviction method but LookaheadKV scores 0 on the default model: nothing to compare.
 ClaimsPlan claims_plan(bool quick, std::string adapter);
 
-// The three sweeps a plan runs, by subdirectory of OUT: query-agnostic (LagKV's setting), query-aware
-// (every other claim) and recall (DapQ's recall against the true-response oracle).
+// The five sweeps a plan runs, by subdirectory of OUT: query-agnostic (LagKV's setting), query-aware
+// (DapQ, LookaheadKV, RocketKV), recall (DapQ's recall against the true-response oracle),
+// block-prefill (KeyDiff's: every method evicts after each prefill block of plan.block tokens) and
+// multi-turn (RocketKV-MT's: the multi-query task's questions asked one turn after another).
 struct ClaimsSweep {
   std::string dir;  // subdirectory
   SweepOptions options;
@@ -47,10 +52,19 @@ struct ClaimRow {
   std::string verdict;     // agrees, disagrees, inconclusive, or "not measured"
 };
 
-// The table from the sweeps' records (query-agnostic, query-aware, recall), restricted to the
-// plan's tasks, lengths and seeds. Pure: no model runs.
-std::vector<ClaimRow> claim_rows(const ClaimsPlan& plan, const std::vector<SampleRecord>& agnostic,
-                                 const std::vector<SampleRecord>& aware, const std::vector<SampleRecord>& recall);
+// Each sweep's records, in claims_sweeps' order.
+struct ClaimsRecords {
+  std::vector<SampleRecord> agnostic, aware, recall, block, multi_turn;
+};
+
+// The table from the sweeps' records, restricted to the plan's tasks, lengths and seeds. Pure: no
+// model runs.
+std::vector<ClaimRow> claim_rows(const ClaimsPlan& plan, const ClaimsRecords& records);
+
+// Multi-turn records (task "TASK/turnN") folded into one record per (method, budget, sample): its
+// score the mean over turns first_turn.. (kv_bytes and kv_bytes_peak the largest), task "TASK". A sample's turns
+// are one conversation, so its turns are not independent pairs; the verdict pairs these means.
+std::vector<SampleRecord> mean_over_turns(const std::vector<SampleRecord>& records, int first_turn);
 
 std::string claims_markdown(const std::vector<ClaimRow>& rows);
 

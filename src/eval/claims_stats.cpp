@@ -76,8 +76,10 @@ Verdict verdict_close(const PairedInterval& ci, double margin) {
 }
 
 std::string format_interval(const PairedInterval& ci) {
-  if (ci.n < 2) return fmt::format("{:+.3f} (n<2)", ci.mean);
-  return fmt::format("{:+.3f} [{:+.3f}, {:+.3f}]", ci.mean, ci.lo, ci.hi);
+  // A tie's mean can come out as -1e-17 (1 - 2/3 - 1/3): print it as +0.000, not -0.000.
+  auto shown = [](double x) { return std::abs(x) < 5e-4 ? 0.0 : x; };
+  if (ci.n < 2) return fmt::format("{:+.3f} (n<2)", shown(ci.mean));
+  return fmt::format("{:+.3f} [{:+.3f}, {:+.3f}]", shown(ci.mean), shown(ci.lo), shown(ci.hi));
 }
 
 }  // namespace kvslim::eval

@@ -15,6 +15,10 @@ namespace {
 
 constexpr double kWidth = 680, kHeight = 420;
 constexpr double kLeft = 70, kRight = 190, kTop = 40, kBottom = 60;  // margins around the plot area
+// Legend entries: a 20-pixel line sample, then the name; a name's width is estimated at 7 pixels
+// per character (12-pixel sans-serif), so that a long name (a method with options) widens the
+// chart instead of running off its right edge.
+constexpr double kLegendGap = 15, kLegendText = 26, kCharWidth = 7;
 const char* const kPalette[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
                                 "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"};
 
@@ -24,8 +28,8 @@ std::string tick_label(double v) {
 }
 
 void title_and_labels(SvgWriter& svg, const std::string& title, const std::string& x_label, const std::string& y_label,
-                      double plot_right) {
-  svg.element("text", {{"x", svg_number(kWidth / 2)}, {"y", "22"}, {"text-anchor", "middle"}, {"font-size", "15"}}, title);
+                      double plot_right, double width = kWidth) {
+  svg.element("text", {{"x", svg_number(width / 2)}, {"y", "22"}, {"text-anchor", "middle"}, {"font-size", "15"}}, title);
   svg.element("text", {{"x", svg_number((kLeft + plot_right) / 2)}, {"y", svg_number(kHeight - 15)}, {"text-anchor", "middle"}},
               x_label);
   const double mid = (kTop + kHeight - kBottom) / 2;
@@ -105,9 +109,15 @@ std::string render_line_chart(const LineChart& chart) {
   }
   const Axis y{y_ticks.front(), y_ticks.back(), plot_bottom, kTop};
 
-  SvgWriter svg(kWidth, kHeight);
+  const double legend_x = plot_right + kLegendGap;
+  size_t longest = 0;
+  for (const ReferenceLine& r : chart.references) longest = std::max(longest, r.name.size());
+  for (const ChartSeries& s : chart.series) longest = std::max(longest, s.name.size());
+  const double width = std::max(kWidth, std::ceil(legend_x + kLegendText + kCharWidth * double(longest) + 10));
+
+  SvgWriter svg(width, kHeight);
   svg.element("rect", {{"width", "100%"}, {"height", "100%"}, {"fill", "white"}});
-  title_and_labels(svg, chart.title, chart.x_label, chart.y_label, plot_right);
+  title_and_labels(svg, chart.title, chart.x_label, chart.y_label, plot_right, width);
   svg.open("g", {{"class", "axes"}, {"stroke", "#cccccc"}});
   for (double t : y_ticks)
     svg.element("line", {{"x1", svg_number(kLeft)}, {"x2", svg_number(plot_right)}, {"y1", svg_number(y(t))}, {"y2", svg_number(y(t))}});
@@ -123,7 +133,6 @@ std::string render_line_chart(const LineChart& chart) {
     svg.element("text", {{"x", svg_number(x(t))}, {"y", svg_number(plot_bottom + 16)}, {"text-anchor", "middle"}}, tick_label(t));
   svg.close();
 
-  const double legend_x = plot_right + 15;
   double legend_y = kTop + 10;
   size_t color = 0;
   for (const ReferenceLine& r : chart.references) {
@@ -134,7 +143,7 @@ std::string render_line_chart(const LineChart& chart) {
     svg.element("title", {}, fmt::format("{}: {}", r.name, tick_label(r.y)));
     svg.element("line", {{"x1", svg_number(legend_x)}, {"x2", svg_number(legend_x + 20)}, {"y1", svg_number(legend_y)},
                          {"y2", svg_number(legend_y)}, {"stroke", c}, {"stroke-dasharray", "6 4"}});
-    svg.element("text", {{"x", svg_number(legend_x + 26)}, {"y", svg_number(legend_y + 4)}}, r.name);
+    svg.element("text", {{"x", svg_number(legend_x + kLegendText)}, {"y", svg_number(legend_y + 4)}}, r.name);
     svg.close();
     legend_y += 18;
   }
@@ -151,7 +160,7 @@ std::string render_line_chart(const LineChart& chart) {
     }
     svg.element("line", {{"x1", svg_number(legend_x)}, {"x2", svg_number(legend_x + 20)}, {"y1", svg_number(legend_y)},
                          {"y2", svg_number(legend_y)}, {"stroke-width", "2"}});
-    svg.element("text", {{"x", svg_number(legend_x + 26)}, {"y", svg_number(legend_y + 4)}, {"stroke", "none"}, {"fill", "#000000"}},
+    svg.element("text", {{"x", svg_number(legend_x + kLegendText)}, {"y", svg_number(legend_y + 4)}, {"stroke", "none"}, {"fill", "#000000"}},
                 s.name);
     svg.close();
     legend_y += 18;

@@ -95,6 +95,9 @@ class Press {
 
   // The largest prefill block the method works with (KeyDiff's block prefill); 0: --batch.
   virtual int prefill_block() const { return 0; }
+  // True when the method cuts every head back to the budget after each prefill block (KeyDiff;
+  // prefill=block), so that a turn needs room for budget + one block per head, not the whole turn.
+  virtual bool evicts_each_prefill_block() const { return prefill_block() > 0; }
 
   // Throws kvslim::Error when an explicit --budget cannot work with the options (a window
   // larger than the budget), before any work is done.

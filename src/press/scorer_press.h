@@ -65,6 +65,7 @@ class ScorerPress : public Press {
   // Block-wise eviction on or off (a wrapper such as adakv turns its scorer's on).
   void set_block_eviction(bool on) { block_ = on; }
   bool block_eviction() const { return block_; }
+  bool evicts_each_prefill_block() const override { return block_ || Press::evicts_each_prefill_block(); }
 
   // Hands the choice of kept tokens to `selection` (null: back to the per-head default).
   void set_layer_selection(LayerSelection* selection) { selection_ = selection; }

@@ -7,6 +7,7 @@
 
 #include "model/model.h"
 #include "press/registry.h"
+#include "server/client_connection.h"
 #include "server/http_server.h"
 #include "server/openai_format.h"
 #include "server/request_error.h"
@@ -21,6 +22,9 @@ using httplib::Request;
 using httplib::Response;
 
 namespace {
+
+// How often a waiting handler checks that its client is still connected.
+constexpr std::chrono::milliseconds kLivenessPoll{100};
 
 std::string sse(const json& j) { return "data: " + dump(j) + "\n\n"; }
 
@@ -79,6 +83,9 @@ CompressionOptions HttpServer::compression_for(const CompletionRequest& r) const
     c.budget = r.budget;
     c.ratio = r.ratio;
   }
+  // The server's --prefill-evict block applies to the methods that have block-wise eviction; a
+  // request choosing another method (full, ...) evicts at the end of its prompt as usual.
+  if (c.prefill_evict == "block" && !has_block_prefill_eviction(c.press)) c.prefill_evict = "end";
   // The CLI's validation, with its messages naming the request fields.
   try {
     c.validate();
@@ -92,7 +99,7 @@ CompressionOptions HttpServer::compression_for(const CompletionRequest& r) const
   }
   std::unique_ptr<Press> press;
   try {
-    press = make_press(c.press, c.press_options);
+    press = c.make_press();
   } catch (const Error& e) {
     bad_field("press_options", "{}", cli_flags_to_fields(e.what()));
   }
@@ -121,9 +128,19 @@ void HttpServer::completions(const Request& req, Response& res, bool chat) {
 
   const CompletionIdentity id = new_identity(chat, r.model.empty() ? model_id_ : r.model);
   const Tokenizer& tok = model_->tokenizer();
+  // The client's socket, watched while the answer is made: a client that leaves cancels its job.
+  auto connection = std::make_shared<ClientConnection>(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
   if (!r.stream) {
     std::unique_lock lock(job->mutex);
-    job->cv.wait(lock, [&] { return job->done; });
+    while (!job->cv.wait_for(lock, kLivenessPoll, [&] { return job->done; }))
+      if (connection->closed()) {
+        // Nobody will read the answer: stop generating it (the slot finishes at its next step,
+        // even half-way through a prompt) and leave without waiting for that.
+        job->cancelled = true;
+        // Never delivered; it labels the request in /metrics (nginx's "client closed request").
+        send_json(res, 499, error_json(499, "the client closed the connection; the request was cancelled"));
+        return;
+      }
     if (job->error) throw RequestError(500, "", fmt::format("generation failed: {}", *job->error));
     std::string text;
     std::vector<TokenEvent> events(job->events.begin(), job->events.end());
@@ -149,7 +166,7 @@ void HttpServer::completions(const Request& req, Response& res, bool chat) {
   res.set_header("Cache-Control", "no-cache");
   res.set_chunked_content_provider(
       "text/event-stream",
-      [stream, logprobs, chat](size_t, httplib::DataSink& sink) {
+      [stream, logprobs, chat, connection](size_t, httplib::DataSink& sink) {
         GenerationJob& j = *stream->job;
         auto write = [&](const std::string& s) {
           if (sink.write(s.data(), s.size())) return true;
@@ -160,9 +177,14 @@ void HttpServer::completions(const Request& req, Response& res, bool chat) {
         bool done = false;
         {
           std::unique_lock lock(j.mutex);
-          j.cv.wait_for(lock, std::chrono::milliseconds(200), [&] { return !j.events.empty() || j.done; });
+          j.cv.wait_for(lock, kLivenessPoll, [&] { return !j.events.empty() || j.done; });
           events.swap(j.events);
           done = j.done;
+        }
+        // Nothing to write yet (a long prompt being prefilled) does not hide a client that left.
+        if (events.empty() && !done && connection->closed()) {
+          j.cancelled = true;
+          return false;
         }
         for (const TokenEvent& e : events) {
           if (e.text.empty() && !logprobs) continue;

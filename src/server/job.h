@@ -30,6 +30,7 @@ struct TokenEvent {
   std::string piece;  // the token's own bytes
   float logprob = 0;
   std::vector<TokenLogprob> top;  // when the request asked for top_logprobs
+  std::chrono::steady_clock::time_point time;  // when the scheduler produced it (set by push)
 };
 
 struct JobResult {
@@ -39,6 +40,7 @@ struct JobResult {
   int n_reused = 0;        // of which already in the slot's cache
   int n_generated = 0;
   double prefill_ms = 0, decode_ms = 0, score_ms = 0, queue_ms = 0;
+  std::chrono::steady_clock::time_point admitted;  // when a slot took the job
   double kept_tokens = 0;  // mean tokens per (layer, KV head) after prefill
   int64_t budget = 0;      // 0: none
   std::string press;
@@ -70,6 +72,7 @@ struct GenerationJob {
   JobResult result;
 
   void push(TokenEvent event) {
+    event.time = std::chrono::steady_clock::now();
     {
       std::lock_guard lock(mutex);
       events.push_back(std::move(event));

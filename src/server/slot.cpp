@@ -44,8 +44,8 @@ void add_logprobs(const float* logits, int n_vocab, int k, TokenEvent& event) {
 std::string compression_key(const CompressionOptions& c) {
   std::vector<std::string> options = c.press_options;
   std::sort(options.begin(), options.end());
-  return fmt::format("{}|{}|{}|{}", c.press, fmt::join(options, ","), c.budget ? std::to_string(*c.budget) : "",
-                     c.ratio ? fmt::format("{}", *c.ratio) : "");
+  return fmt::format("{}|{}|{}|{}|{}", c.press, fmt::join(options, ","), c.budget ? std::to_string(*c.budget) : "",
+                     c.ratio ? fmt::format("{}", *c.ratio) : "", c.prefill_evict);
 }
 
 uint64_t kv_bytes_for(const ModelConfig& config, const EngineOptions& engine, int64_t tokens) {
@@ -89,7 +89,8 @@ void Slot::start(std::shared_ptr<GenerationJob> job) {
   logits_ = nullptr;
   result_ = JobResult{};
   result_.slot = id_;
-  result_.queue_ms = ms_since(job_->submitted);
+  result_.admitted = Clock::now();
+  result_.queue_ms = std::chrono::duration<double, std::milli>(result_.admitted - job_->submitted).count();
   sampler_ = std::make_unique<Sampler>(job_->sampling, model_.config().n_vocab);
   text_ = std::make_unique<TextStream>(job_->stop);
   last_used_ = Clock::now();
@@ -101,18 +102,15 @@ void Slot::begin() {
   const size_t reuse = reusable(job.prompt, key);
   const auto start = Clock::now();
   const std::vector<int32_t> turn(job.prompt.begin() + int64_t(reuse), job.prompt.end());
-  int64_t before = 0;
   if (reuse > 0) {
     // A later turn of the same conversation: keep the common prefix (rewinding whatever the new
     // prompt no longer has) and run the rest as one turn, with the method's multi-turn rule.
     session_->check_turn_fits(int64_t(turn.size()), int64_t(reuse));
     if (reuse < session_->history().size()) session_->rewind(int64_t(reuse));
-    before = cached_total();
-    logits_ = session_->feed_turn(turn, job.n_predict);
   } else {
     reset();
     const CompressionOptions& c = job.compression;
-    press_ = make_press(c.press, c.press_options);
+    press_ = c.make_press();  // with --prefill-evict block, the method's block-wise eviction
     if (c.budget) press_->check_budget(*c.budget);
     const int64_t budget = c.resolve_budget(int64_t(job.prompt.size()));
     session_ = std::make_unique<Session>(model_, pool_,
@@ -122,23 +120,39 @@ void Slot::begin() {
                                                         .budget = budget,
                                                         .seed = job.sampling.seed});
     key_ = key;
+    // The options as the method runs them: a KV file of a block-wise slot restores block-wise.
     press_options_ = c.press_options;
-    logits_ = session_->feed_turn(turn, job.n_predict);
+    if (c.prefill_evict == "block" && has_block_prefill_eviction(c.press) && c.press.substr(0, c.press.find(':')) != "keydiff")
+      press_options_.push_back("prefill=block");
   }
+  // The turn runs one block per step (prefill_block), so other slots' tokens and prompts take
+  // turns with it instead of waiting for the whole prompt.
+  session_->begin_prefill(turn, job.n_predict);
+  result_.n_reused = int(reuse);
+  result_.prefill_ms = ms_since(start);
+  begun_ = true;
+}
+
+void Slot::prefill_block() {
   const PagedKvCache& kv = session_->kv();
   const int64_t heads = int64_t(kv.n_layers()) * kv.n_kv_heads();
-  evicted_last_step_ = before + int64_t(turn.size()) * heads - kv.total_tokens();
-  result_.prefill_ms = ms_since(start);
+  const int64_t before = kv.total_tokens();
+  const auto start = Clock::now();
+  const int n = session_->prefill_step();
+  // prompt_ms counts this slot's own blocks, not the other slots' steps in between.
+  result_.prefill_ms += ms_since(start);
+  evicted_last_step_ = before + n * heads - kv.total_tokens();
+  if (session_->prefilling()) return;
+  const GenerationJob& job = *job_;
+  logits_ = session_->last_logits();
   result_.score_ms = session_->score_ms();
   result_.n_prompt = int(job.prompt.size());
-  result_.n_reused = int(reuse);
   result_.kept_tokens = double(kv.total_tokens()) / double(heads);
   result_.press = job.compression.press;
   result_.budget = session_->budget() == kNoBudget ? 0 : session_->budget();
   result_.kv_bytes_full = kv_bytes_for(model_.config(), engine_, int64_t(job.prompt.size())) -
                           kv_bytes_for(model_.config(), engine_, 0);
   if (job.kv_map) result_.kv_map = kept_map();
-  begun_ = true;
   decode_start_ = Clock::now();
 }
 
@@ -172,7 +186,7 @@ void Slot::finish(const std::string& reason, std::optional<std::string> error) {
   const std::string rest = text_ ? text_->flush() : std::string();
   if (!rest.empty()) job_->push(TokenEvent{-1, rest, "", 0, {}});
   result_.finish_reason = reason;
-  if (begun_) result_.decode_ms = ms_since(decode_start_);
+  if (begun_ && logits_) result_.decode_ms = ms_since(decode_start_);  // the prompt was prefilled
   if (session_) {
     result_.kv_bytes_peak = session_->kv().peak_bytes();
     result_.kv_bytes_final = session_->kv().bytes_in_use();
@@ -235,12 +249,16 @@ bool Slot::generate_one() {
 bool Slot::step() {
   evicted_last_step_ = 0;
   if (job_->cancelled.load()) {
+    // A session left half-way through a prefill holds a turn it never finished: drop it.
+    if (session_ && session_->prefilling()) reset();
     finish("cancelled");
     return true;
   }
   try {
-    if (!begun_) {
-      begin();
+    if (!begun_) begin();
+    if (session_->prefilling()) {
+      prefill_block();
+      if (session_->prefilling()) return false;
       if (job_->n_predict == 0) {
         finish("length");
         return true;
@@ -289,8 +307,10 @@ nlohmann::json Slot::restore(const std::string& path) {
   CompressionOptions c;
   c.press = contents.meta.press;
   c.press_options = contents.meta.press_options;
+  // prefill=block came from --prefill-evict block: key the slot as such requests are keyed.
+  if (std::erase(c.press_options, std::string("prefill=block")) > 0) c.prefill_evict = "block";
   if (contents.meta.budget != kNoBudget) c.budget = contents.meta.budget;
-  auto press = make_press(c.press, c.press_options);
+  auto press = c.make_press();
   auto session = std::make_unique<Session>(
       model_, pool_,
       SessionOptions{
@@ -299,7 +319,7 @@ nlohmann::json Slot::restore(const std::string& path) {
   // Everything read and applied: only now does the slot change.
   session_ = std::move(session);
   press_ = std::move(press);
-  press_options_ = c.press_options;
+  press_options_ = contents.meta.press_options;
   key_ = compression_key(c);
   last_used_ = Clock::now();
   return {{"id_slot", id_},

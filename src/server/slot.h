@@ -1,6 +1,7 @@
 // One slot of the server: a session whose KV cache outlives the request, the tokens it holds, and
 // the job it is running. The scheduler calls step() round-robin over busy slots; each call does one
-// unit of work (the prompt's new tokens, or one generated token) so that slots take turns fairly.
+// unit of work (one prefill block of the prompt's new tokens, or one generated token) so that
+// slots take turns fairly: a long prompt does not stall the others' answers.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -65,7 +66,8 @@ class Slot {
   int64_t evicted_last_step() const { return evicted_last_step_; }
 
  private:
-  void begin();                // the prompt's new part: extend the cache or prefill afresh
+  void begin();                // sets up the prompt's new part: continue the cache or start afresh
+  void prefill_block();        // runs one block of it; the last one fills in the result
   bool generate_one();         // samples one token; true when finished
   void finish(const std::string& reason, std::optional<std::string> error = std::nullopt);
   nlohmann::json kept_map() const;

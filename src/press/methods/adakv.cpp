@@ -45,6 +45,7 @@ class AdaKvPress final : public Press, private LayerSelection {
   AttentionProbe* decode_probe() override { return inner_->decode_probe(); }
   SparseSelector* sparse_selector() override { return inner_->sparse_selector(); }
   int prefill_block() const override { return inner_->prefill_block(); }
+  bool evicts_each_prefill_block() const override { return inner_->evicts_each_prefill_block(); }
   void check_budget(int64_t budget) const override { inner_->check_budget(budget); }
   void begin(PressContext& ctx) override { inner_->begin(ctx); }
   void before_prefill_block(PressContext& ctx, int64_t n_tokens) override {

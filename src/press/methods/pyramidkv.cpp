@@ -40,6 +40,10 @@ class PyramidKvPress final : public SnapKvScorer {
   // layer l holds at most layer_budget(l) + block tokens; the layers' budgets sum to L * budget).
   // A prompt within the budget is left whole; a budget that cannot hold the window keeps the last
   // `budget` tokens in every layer.
+  // Its first layers keep more than the budget (up to about twice): a turn's room is not
+  // budget + block, so Session::check_turn_fits asks for the whole turn.
+  bool evicts_each_prefill_block() const override { return false; }
+
   int64_t layer_budget(PressContext& ctx, int layer) override {
     const int64_t budget = ctx.budget();
     const int64_t b = budget - window();
