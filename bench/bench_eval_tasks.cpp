@@ -8,9 +8,9 @@
 #include <filesystem>
 #include <string>
 
-#include "eval/task.h"
 #include "gguf/gguf.h"
 #include "model/byte_vocab.h"
+#include "tasks/task.h"
 #include "tokenizer/tokenizer.h"
 
 namespace {
@@ -34,12 +34,12 @@ void make_samples(benchmark::State& state, const std::string& task) {
   const kvslim::Tokenizer& tokenizer = bench_tokenizer();
   uint64_t seed = 0;
   for (auto _ : state) {
-    benchmark::DoNotOptimize(kvslim::eval::make_sample(task, state.range(0), seed++, tokenizer));
+    benchmark::DoNotOptimize(kvslim::tasks::make_sample(task, state.range(0), seed++, tokenizer));
   }
 }
 
 const bool registered = [] {
-  for (const kvslim::eval::TaskInfo& info : kvslim::eval::task_registry()) {
+  for (const kvslim::tasks::TaskInfo& info : kvslim::tasks::task_registry()) {
     benchmark::RegisterBenchmark(("MakeSample/" + info.name).c_str(), make_samples, info.name)
         ->Arg(2048)
         ->Arg(8192)

@@ -103,7 +103,9 @@ Prefilled prefill(const std::string& method, std::vector<std::string> options, c
   engine.cache_type_k = engine.cache_type_v = page_type;
   ThreadPool pool(threads);
   Watch watch(compression.make_press());
-  Session session(model, pool, engine, kPrompt, &watch, kBudget, 0, 1);
+  Session session(
+      model, pool,
+      {.engine = engine, .capacity = kPrompt, .press = &watch, .budget = kBudget, .n_predict = 0, .seed = 1});
   const float* logits = session.prefill(prompt_tokens(kPrompt, model.config().n_vocab));
   Prefilled r;
   r.largest_head = watch.largest_head;

@@ -102,7 +102,7 @@ TEST(Oracle, IsTheTopBOfTheMeanResponseAttention) {
   // Naive: replay the same greedy response with a recorder, average every row over the prompt
   // positions per KV head, sort by (mean desc, position asc).
   RowRecorder recorder;
-  Session session(*f.model, f.pool, f.engine, 46, &recorder, INT64_MAX, 6);
+  Session session(*f.model, f.pool, {.engine = f.engine, .capacity = 46, .press = &recorder, .n_predict = 6});
   session.prefill(f.prompt.compressed);
   for (int32_t token : ref.response) session.decode(token);
   const int group = f.config().group_size();
@@ -176,7 +176,7 @@ TEST(Intrinsic, FullIsExactUnderBothProtocols) {
     const IntrinsicOptions options = all_metrics(5);
     const FullReference ref = eval::run_full_reference(*f.model, f.pool, f.engine, f.prompt, options);
     EXPECT_EQ(ref.response.size(), 5u);
-    for (int64_t budget : {INT64_MAX, int64_t(8)}) {  // `full` ignores a budget
+    for (int64_t budget : {kNoBudget, int64_t(8)}) {  // `full` ignores a budget
       const auto r = eval::measure_intrinsic(*f.model, f.pool, f.engine, f.prompt, ref, method("full"), budget, 0, options);
       EXPECT_EQ(*r.recall, 1.0);
       EXPECT_EQ(*r.attn_error, 0.0);
@@ -210,7 +210,8 @@ TEST(Intrinsic, KlCanFollowAGivenContinuation) {
   const FullReference ref = eval::run_full_reference(*f.model, f.pool, f.engine, f.prompt, options);
   EXPECT_EQ(ref.forced, options.continuation);
   EXPECT_EQ(ref.logits.size(), 4u * f.config().n_vocab);
-  const auto full = eval::measure_intrinsic(*f.model, f.pool, f.engine, f.prompt, ref, method("full"), INT64_MAX, 0, options);
+  const auto full =
+      eval::measure_intrinsic(*f.model, f.pool, f.engine, f.prompt, ref, method("full"), kNoBudget, 0, options);
   EXPECT_EQ(*full.kl, 0.0);
   EXPECT_EQ(*full.ppl_ratio, 1.0);
   EXPECT_FALSE(full.recall.has_value());

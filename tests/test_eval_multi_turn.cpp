@@ -7,18 +7,18 @@
 
 #include "cli_helpers.h"
 #include "eval/results.h"
-#include "eval/task.h"
 #include "model/model.h"
+#include "tasks/task.h"
 
 namespace kvslim::testing {
 namespace {
 
 TEST(EvalMultiTurn, NiahMultiqueryHasOneTurnPerKeyWithItsOwnAnswer) {
   const auto model = Model::load(make_model(TinyModel{}));
-  const eval::TaskSample s = eval::make_sample("niah_multiquery", 800, 3, model->tokenizer());
+  const tasks::TaskSample s = tasks::make_sample("niah_multiquery", 800, 3, model->tokenizer());
   ASSERT_EQ(s.turns.size(), 4u);
   std::vector<std::string> all;
-  for (const eval::TaskTurn& t : s.turns) {
+  for (const tasks::TaskTurn& t : s.turns) {
     ASSERT_EQ(t.answers.size(), 1u);
     all.push_back(t.answers[0]);
     EXPECT_NE(s.context.find(t.answers[0]), std::string::npos);  // the needle is in the context
@@ -29,7 +29,7 @@ TEST(EvalMultiTurn, NiahMultiqueryHasOneTurnPerKeyWithItsOwnAnswer) {
   std::vector<std::string> expected = s.answers;
   std::sort(expected.begin(), expected.end());
   EXPECT_EQ(all, expected);
-  EXPECT_TRUE(eval::make_sample("passkey", 800, 3, model->tokenizer()).turns.empty());
+  EXPECT_TRUE(tasks::make_sample("passkey", 800, 3, model->tokenizer()).turns.empty());
 }
 
 TEST(EvalMultiTurn, OneRecordPerTurnAndTasksWithoutTurnsAreRefused) {

@@ -1,6 +1,6 @@
 // The sweep: protocols feed the same tokens; one run's record; the grid's order, labels and
 // checks; resuming and sharding + merging give the summary of one uninterrupted run. Samples
-// come from a fake generator written here (the real ones live in eval/task.h's implementation).
+// come from a fake generator written here (the real ones live in src/tasks/).
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -20,6 +20,9 @@ namespace kvslim {
 namespace {
 
 using namespace eval;
+using tasks::TaskInfo;
+using tasks::TaskSample;
+using tasks::TaskTurn;
 
 // ---- a fake task catalog: "recall" hides a word in filler text; "needle" takes a depth ----
 

@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "engine/generate.h"
 #include "engine/session.h"
 #include "kv/paged_cache.h"
 #include "model/forward.h"

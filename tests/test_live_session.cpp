@@ -58,8 +58,8 @@ TEST(LiveSessionTurns, FullFedTurnByTurnIsBitIdenticalToTheWholeConversation) {
   std::vector<int32_t> whole;
   for (const auto& t : turns) whole.insert(whole.end(), t.begin(), t.end());
   const auto pa = make_press("full", {}), pb = make_press("full", {});
-  Session split(*f.model, f.pool, f.options, 128, pa.get(), INT64_MAX, 4);
-  Session joined(*f.model, f.pool, f.options, 128, pb.get(), INT64_MAX, 4);
+  Session split(*f.model, f.pool, {.engine = f.options, .capacity = 128, .press = pa.get(), .n_predict = 4});
+  Session joined(*f.model, f.pool, {.engine = f.options, .capacity = 128, .press = pb.get(), .n_predict = 4});
   std::vector<float> a;
   for (const auto& t : turns) a = copy(split.feed_turn(t, 4), f.n_vocab());
   std::vector<float> b = copy(joined.prefill(whole), f.n_vocab());
@@ -79,13 +79,13 @@ TEST(LiveSessionTurns, FullWithAnswersBetweenTurnsIsBitIdenticalAtBatchOne) {
   Fixture f;
   f.options.batch = 1;
   const auto pa = make_press("full", {}), pb = make_press("full", {});
-  Session split(*f.model, f.pool, f.options, 128, pa.get(), INT64_MAX, 3);
+  Session split(*f.model, f.pool, {.engine = f.options, .capacity = 128, .press = pa.get(), .n_predict = 3});
   std::vector<float> last;
   for (int turn = 0; turn < 3; ++turn) {
     last = copy(split.feed_turn(tokens(7 + turn, f.n_vocab(), turn), 3), f.n_vocab());
     for (int i = 0; i < 3; ++i) last = copy(split.decode(argmax(last)), f.n_vocab());
   }
-  Session joined(*f.model, f.pool, f.options, 128, pb.get(), INT64_MAX, 3);
+  Session joined(*f.model, f.pool, {.engine = f.options, .capacity = 128, .press = pb.get(), .n_predict = 3});
   EXPECT_EQ(copy(joined.prefill(split.history()), f.n_vocab()), last);
 }
 
@@ -95,7 +95,8 @@ TEST(LiveSessionRules, StreamingLlmKeepsTheSinksAndTheMostRecentOfTheHistory) {
   Fixture f;
   const int64_t budget = 12;
   const auto press = make_press("streaming_llm", {"sinks=3"});
-  Session s(*f.model, f.pool, f.options, 128, press.get(), budget, 2);
+  Session s(*f.model, f.pool,
+            {.engine = f.options, .capacity = 128, .press = press.get(), .budget = budget, .n_predict = 2});
   for (int turn = 0; turn < 3; ++turn) {
     const float* logits = s.feed_turn(tokens(10, f.n_vocab(), turn), 2);
     const int64_t n = s.n_past();
@@ -114,8 +115,10 @@ TEST(LiveSessionRules, BlockWiseMethodsContinueAcrossTurns) {
     Fixture f;
     f.options.batch = 8;
     const auto pa = make_press(method, opts), pb = make_press(method, opts);
-    Session split(*f.model, f.pool, f.options, 128, pa.get(), 16, 0);
-    Session joined(*f.model, f.pool, f.options, 128, pb.get(), 16, 0);
+    Session split(*f.model, f.pool,
+                  {.engine = f.options, .capacity = 128, .press = pa.get(), .budget = 16, .n_predict = 0});
+    Session joined(*f.model, f.pool,
+                   {.engine = f.options, .capacity = 128, .press = pb.get(), .budget = 16, .n_predict = 0});
     std::vector<int32_t> whole;
     std::vector<float> a;
     for (int turn = 0; turn < 3; ++turn) {
@@ -181,7 +184,8 @@ TEST(LiveSessionRules, SnapKvSelectsAgainOverKeptPlusNewTokens) {
   const int64_t budget = 20, window = 4;
   const auto t1 = tokens(40, f.n_vocab(), 1), t2 = tokens(18, f.n_vocab(), 2);
   const auto press = make_press("snapkv", {"window=4", "kernel=7"});
-  Session s(*f.model, f.pool, f.options, 128, press.get(), budget, 0);
+  Session s(*f.model, f.pool,
+            {.engine = f.options, .capacity = 128, .press = press.get(), .budget = budget, .n_predict = 0});
   s.feed_turn(t1, 0);
   const auto kept1 = kept_positions(s.kv());
   s.feed_turn(t2, 0);
@@ -189,7 +193,7 @@ TEST(LiveSessionRules, SnapKvSelectsAgainOverKeptPlusNewTokens) {
 
   const int64_t n_history = int64_t(t1.size() + t2.size());
   WindowRecorder recorder(f.model->config(), n_history - window);
-  Session ref(*f.model, f.pool, f.options, 128, &recorder, INT64_MAX, 0);
+  Session ref(*f.model, f.pool, {.engine = f.options, .capacity = 128, .press = &recorder, .n_predict = 0});
   ref.feed_turn(t1, 0);
   PagedKvCache& kv = ref.mutable_kv();
   for (int l = 0; l < kv.n_layers(); ++l)
@@ -228,14 +232,15 @@ TEST(LiveSessionRules, H2oCarriesItsAccumulatorsAcrossTurns) {
   const int64_t budget = 16;
   const auto t1 = tokens(40, f.n_vocab(), 1), t2 = tokens(18, f.n_vocab(), 2);
   const auto press = make_press("h2o", {"decode=false"});
-  Session s(*f.model, f.pool, f.options, 128, press.get(), budget, 0);
+  Session s(*f.model, f.pool,
+            {.engine = f.options, .capacity = 128, .press = press.get(), .budget = budget, .n_predict = 0});
   s.feed_turn(t1, 0);
   const auto kept1 = kept_positions(s.kv());
   s.feed_turn(t2, 0);
   const auto kept2 = kept_positions(s.kv());
 
   WindowRecorder recorder(f.model->config(), 0);
-  Session ref(*f.model, f.pool, f.options, 128, &recorder, INT64_MAX, 0);
+  Session ref(*f.model, f.pool, {.engine = f.options, .capacity = 128, .press = &recorder, .n_predict = 0});
   ref.feed_turn(t1, 0);
   PagedKvCache& kv = ref.mutable_kv();
   std::vector<std::vector<int32_t>> keep1;
@@ -267,8 +272,9 @@ TEST(LiveSessionRules, RocketKvMtKeepsTheFullKvAndPlainRocketKvEvictsEachTurn) {
   Fixture f;
   const auto mt = make_press("rocketkv", {"mt=true", "window=4", "kernel=3"});
   const auto plain = make_press("rocketkv", {"window=4", "kernel=3"});
-  Session a(*f.model, f.pool, f.options, 256, mt.get(), 16, 4);
-  Session b(*f.model, f.pool, f.options, 256, plain.get(), 16, 4);
+  Session a(*f.model, f.pool, {.engine = f.options, .capacity = 256, .press = mt.get(), .budget = 16, .n_predict = 4});
+  Session b(*f.model, f.pool,
+            {.engine = f.options, .capacity = 256, .press = plain.get(), .budget = 16, .n_predict = 4});
   for (int turn = 0; turn < 3; ++turn) {
     std::vector<float> la = copy(a.feed_turn(tokens(40, f.n_vocab(), turn), 4), f.n_vocab());
     std::vector<float> lb = copy(b.feed_turn(tokens(40, f.n_vocab(), turn), 4), f.n_vocab());
@@ -356,7 +362,8 @@ TEST_P(EveryMethodMultiTurn, FourTurnsKeepAConsistentCache) {
   if (method == "lookaheadkv") opts = {"adapter=" + testing::random_adapter_path(*f.model)};
   const int64_t budget = 24;
   const auto press = make_press(method, opts);
-  Session s(*f.model, f.pool, f.options, 512, press.get(), budget, 4);
+  Session s(*f.model, f.pool,
+            {.engine = f.options, .capacity = 512, .press = press.get(), .budget = budget, .n_predict = 4});
   std::vector<int32_t> fed;
   for (int turn = 0; turn < 4; ++turn) {
     const auto t = tokens(30 + 7 * turn, f.n_vocab(), turn);

@@ -301,7 +301,13 @@ TEST(LookaheadTraining, HeldOutRecallIsWhatThePressesKeep) {
     const PromptTarget<float> t = prompt_target(*model, pool, sample.prompt, sample.response);
     auto kept = [&](const std::string& method, const std::vector<std::string>& options) {
       const auto press = make_press(method, options);
-      Session session(*model, pool, EngineOptions{}, t.n + 1, press.get(), budget, 1, 1);
+      Session session(*model, pool,
+                      {.engine = EngineOptions{},
+                       .capacity = t.n + 1,
+                       .press = press.get(),
+                       .budget = budget,
+                       .n_predict = 1,
+                       .seed = 1});
       session.prefill(sample.prompt);
       std::vector<std::vector<int32_t>> out;
       for (int l = 0; l < c.n_layers; ++l)

@@ -179,7 +179,13 @@ Prefilled prefill(const Model& model, const std::vector<int32_t>& prompt, const 
   engine.page_tokens = 8;
   engine.cache_type_k = engine.cache_type_v = DType::F32;  // compared bit for bit with an f32 reference
   const auto press = make_press(method, options);
-  Session session(model, pool, engine, int64_t(prompt.size()) + 4, press.get(), budget, 4, 1);
+  Session session(model, pool,
+                  {.engine = engine,
+                   .capacity = int64_t(prompt.size()) + 4,
+                   .press = press.get(),
+                   .budget = budget,
+                   .n_predict = 4,
+                   .seed = 1});
   session.record_scores();
   Prefilled r;
   const float* logits = session.prefill(prompt);
@@ -207,7 +213,7 @@ TEST(LookaheadKvPress, PromptKvAndLastLogitsAreBitIdenticalToTheBaseModel) {
   const auto model = Model::load(tiny_model_path());
   const auto prompt = prompt_tokens(150, model->config().n_vocab);
   const std::string adapter = random_adapter_path(*model);
-  const Prefilled full = prefill(*model, prompt, "full", {}, INT64_MAX);
+  const Prefilled full = prefill(*model, prompt, "full", {}, kNoBudget);
   const Prefilled r = prefill(*model, prompt, "lookaheadkv", {"adapter=" + adapter}, 40);
   EXPECT_EQ(r.logits, full.logits);
   for (size_t head = 0; head < r.positions.size(); ++head) {
@@ -224,7 +230,7 @@ TEST(LookaheadKvPress, PromptKvAndLastLogitsAreBitIdenticalToTheBaseModel) {
 TEST(LookaheadKvPress, BudgetCoveringThePromptIsANoOp) {
   const auto model = Model::load(tiny_model_path());
   const auto prompt = prompt_tokens(60, model->config().n_vocab);
-  const Prefilled full = prefill(*model, prompt, "full", {}, INT64_MAX);
+  const Prefilled full = prefill(*model, prompt, "full", {}, kNoBudget);
   const Prefilled r = prefill(*model, prompt, "lookaheadkv", {"adapter=" + random_adapter_path(*model)}, 60);
   EXPECT_EQ(r.logits, full.logits);
   EXPECT_EQ(r.positions, full.positions);

@@ -120,7 +120,7 @@ TEST(Perplexity, WithAPress) {
   const std::unique_ptr<Press> press = make_press("snapkv", {"window=4"});
   EngineOptions engine;
   engine.context = 64;
-  Session session(*model, pool, engine, 64, press.get(), 8, 32);
+  Session session(*model, pool, {.engine = engine, .capacity = 64, .press = press.get(), .budget = 8, .n_predict = 32});
   std::vector<int32_t> half(tokens.begin(), tokens.begin() + 32);
   session.prefill(half);
   long double nll = 0;

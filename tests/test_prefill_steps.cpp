@@ -69,12 +69,18 @@ State run(const std::string& method, const std::string& prefill_evict, bool step
   c.press = method;
   c.prefill_evict = prefill_evict;
   const auto press = c.make_press();
-  Session session(model, pool, engine, engine.context, press.get(), method == "full" ? INT64_MAX : kBudget, 0, 7);
+  Session session(model, pool,
+                  {.engine = engine,
+                   .capacity = engine.context,
+                   .press = press.get(),
+                   .budget = method == "full" ? kNoBudget : kBudget,
+                   .seed = 7});
   // The neighbour: another slot's session (SnapKV), prefilling and decoding between our blocks.
   CompressionOptions other_c;
   other_c.press = "snapkv";
   const auto other_press = other_c.make_press();
-  Session other(model, pool, engine, engine.context, other_press.get(), 20, 0, 3);
+  Session other(model, pool,
+                {.engine = engine, .capacity = engine.context, .press = other_press.get(), .budget = 20, .seed = 3});
   other.begin_prefill(tokens(70, 9, n_vocab), 64);
   auto other_work = [&] {
     if (other.prefilling()) other.prefill_step();
@@ -131,7 +137,7 @@ TEST(PrefillSteps, HalfPrefilledSessionRefusesEverythingElse) {
   const Model& model = tiny_model();
   EngineOptions engine;
   engine.batch = kBlock;
-  Session session(model, pool, engine, 512);
+  Session session(model, pool, {.engine = engine, .capacity = 512});
   session.begin_prefill(tokens(40, 0, model.config().n_vocab), 4);
   EXPECT_EQ(session.prefill_step(), kBlock);
   EXPECT_TRUE(session.prefilling());
@@ -166,7 +172,8 @@ TEST(PrefillSteps, TurnLongerThanTheContextFitsWithBlockEviction) {
       c.press = method;
       c.prefill_evict = method == "keydiff" ? "end" : evict;  // KeyDiff always evicts per block
       const auto press = c.make_press();
-      Session session(model, pool, engine, engine.context, press.get(), kBudget, 8, 1);
+      Session session(model, pool,
+                      {.engine = engine, .capacity = engine.context, .press = press.get(), .budget = kBudget, .n_predict = 8, .seed = 1});
       session.feed_turn(tokens(60, 0, n_vocab), 8);
       const std::vector<int32_t> turn = tokens(150, 1, n_vocab);  // 150 > --ctx 100
       if (evict == "end" && method != "keydiff") {

@@ -73,7 +73,13 @@ HookRecorder run(const Model& model, Press& press) {
   EngineOptions options;
   options.batch = 512;  // KeyDiff lowers it to its block
   HookRecorder recorder(press);
-  Session session(model, pool, options, kPrompt + kDecode + 1, &recorder, kBudget, kDecode, 1);
+  Session session(model, pool,
+                  {.engine = options,
+                   .capacity = kPrompt + kDecode + 1,
+                   .press = &recorder,
+                   .budget = kBudget,
+                   .n_predict = kDecode,
+                   .seed = 1});
   recorder.attach(session);
   session.record_scores();
   std::vector<int32_t> prompt(kPrompt);

@@ -60,7 +60,13 @@ Outcome run(const Model& model, const std::string& method, int64_t budget, int n
   options.page_tokens = 8;  // fine pages, so that KV bytes follow small budgets
   const auto press = make_press(method, required_options(method, model));
   const auto prompt = prompt_tokens(n_prompt, model.config().n_vocab);
-  Session session(model, pool, options, n_prompt + n_predict, press.get(), budget, n_predict, 5);
+  Session session(model, pool,
+                  {.engine = options,
+                   .capacity = n_prompt + n_predict,
+                   .press = press.get(),
+                   .budget = budget,
+                   .n_predict = n_predict,
+                   .seed = 5});
   Outcome r;
   const int n_vocab = model.config().n_vocab;
   const float* logits = session.prefill(prompt);
@@ -102,7 +108,7 @@ TEST_P(PressInvariants, EveryMethodHasABudgetRule) { EXPECT_TRUE(kBudgetRule.cou
 TEST_P(PressInvariants, BudgetCoveringTheRequestIsIdenticalToFull) {
   const auto model = Model::load(model_path(2));
   const int n_prompt = 70, n_predict = 5;
-  const Outcome full = run(*model, "full", INT64_MAX, n_prompt, n_predict);
+  const Outcome full = run(*model, "full", kNoBudget, n_prompt, n_predict);
   const Outcome r = run(*model, GetParam(), n_prompt + n_predict, n_prompt, n_predict);
   EXPECT_EQ(r.tokens, full.tokens);
   EXPECT_EQ(r.logits, full.logits);  // bit-identical
@@ -151,7 +157,7 @@ TEST_P(PressInvariants, KvBytesShrinkWithTheBudget) {
   if (it->second == Rule::NoEviction || it->second == Rule::OwnSchedule) GTEST_SKIP() << "budget does not set storage";
   const auto model = Model::load(model_path(2));
   const Outcome small = run(*model, GetParam(), 24, 200, 2), large = run(*model, GetParam(), 96, 200, 2),
-            full = run(*model, "full", INT64_MAX, 200, 2);
+                full = run(*model, "full", kNoBudget, 200, 2);
   EXPECT_LT(small.kv_bytes_after_prefill, large.kv_bytes_after_prefill);
   EXPECT_LT(large.kv_bytes_after_prefill, full.kv_bytes_after_prefill);
 }

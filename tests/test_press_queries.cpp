@@ -9,11 +9,13 @@
 #include <numeric>
 #include <random>
 
+#include "engine/generate.h"
 #include "engine/session.h"
 #include "model/model.h"
 #include "press/attention_accumulator.h"
 #include "press/registry.h"
 #include "press/select.h"
+#include "fake_press_context.h"
 #include "test_models.h"
 #include "util/error.h"
 
@@ -38,10 +40,11 @@ ModelConfig small_config(int kv_heads, int head_dim = 8) {
   return c;
 }
 
-class FakeContext final : public PressContext {
+class FakeContext final : public testing::FakePressContext {
  public:
   FakeContext(const ModelConfig& config, int64_t capacity, int64_t budget, uint64_t seed = 1)
-      : config_(config), cache_(kv_shape(config), capacity, 16), budget_(budget), rng_(seed) {}
+      : FakePressContext(config, {.capacity = capacity, .page_tokens = 16, .budget = budget, .records_appended = true}),
+        rng_(seed) {}
 
   // Appends n tokens of random K/V to every head at the next positions.
   void append_random(int n) {
@@ -56,34 +59,8 @@ class FakeContext final : public PressContext {
   }
   void set_prompt(std::vector<int32_t> prompt) { prompt_ = std::move(prompt); }
 
-  const ModelConfig& config() const override { return config_; }
-  PagedKvCache& cache() override { return cache_; }
-  int64_t budget() const override { return budget_; }
-  const std::vector<int32_t>& prompt() const override { return prompt_; }
-  int64_t n_past() const override { return n_past_; }
-  int n_predict() const override { return 0; }
-  uint64_t seed() const override { return 0; }
-  void run_appended(const std::vector<int32_t>& tokens, AttentionProbe*) override {
-    appended.push_back(tokens);
-    appended_at.push_back(n_past_);
-  }
-  void run_appended_rows(const float*, int, const LoraAdapter*, AttentionProbe*) override { fail("not used"); }
-  uint64_t model_fingerprint() const override { return 0; }
-  std::vector<int32_t> generate_pseudo(int, AttentionProbe*) override { fail("not used"); }
-  void keep(int layer, int kv_head, std::span<const int32_t> indices) override {
-    cache_.head(layer, kv_head).retain(indices, cache_.pool());
-  }
-
-  std::vector<std::vector<int32_t>> appended;  // what run_appended received
-  std::vector<int64_t> appended_at;            // n_past() at each call
-
  private:
-  ModelConfig config_;
-  PagedKvCache cache_;
-  int64_t budget_;
   std::mt19937 rng_;
-  std::vector<int32_t> prompt_;
-  int64_t n_past_ = 0;
 };
 
 Rows rows_of(const HeadCache& head, int d, bool values) {
@@ -242,7 +219,7 @@ TEST(PressLagKv, RecursesEveryLagTokensInADecodingSession) {
   EngineOptions options;
   options.batch = 256;  // four prefill blocks; default mode compresses once, at the end
   auto p = press("lagkv");
-  Session session(*model, pool, options, 1100, p.get(), 5, 100);
+  Session session(*model, pool, {.engine = options, .capacity = 1100, .press = p.get(), .budget = 5, .n_predict = 100});
   std::vector<int32_t> prompt(1000);
   for (int i = 0; i < 1000; ++i) prompt[i] = 3 + (i * 53 + 7) % (model->config().n_vocab - 3);
   const float* logits = session.prefill(prompt);
@@ -439,12 +416,12 @@ TEST(PressDapq, ScoresAreTheAttentionOfPromptPlusPseudoTokensInOneForward) {
 
     // Reference: the pseudo tokens prefilled right after the prompt, positions n .. n+31.
     RowRecorder recorder(n, n);
-    Session reference(*model, pool, options, n + 32, &recorder);
+    Session reference(*model, pool, {.engine = options, .capacity = n + 32, .press = &recorder});
     reference.prefill(extended);
     const auto ref = pooled_group_mean(votes_of(recorder.rows, c), c.group_size(), 7);
 
     auto p = press("dapq");
-    Session session(*model, pool, options, n + 32, p.get(), budget);
+    Session session(*model, pool, {.engine = options, .capacity = n + 32, .press = p.get(), .budget = budget});
     session.record_scores();
     session.prefill(prompt);
     EXPECT_EQ(session.n_past(), n);
@@ -524,12 +501,12 @@ TEST(PressLaq, ScoresAreSnapKvsGreedyContinuationsQueriesOverTheFullPrompt) {
     const auto prompt = prompt_tokens(n, c.n_vocab);
 
     // The full prompt KV.
-    Session full(*model, pool, options, n);
+    Session full(*model, pool, {.engine = options, .capacity = n});
     full.prefill(prompt);
     // SnapKV's cache and its greedy continuation of w tokens, with their queries and keys.
     auto snapkv = press("snapkv");
     RecordingQueries recording(*snapkv);
-    Session draft(*model, pool, options, n + w, &recording, budget);
+    Session draft(*model, pool, {.engine = options, .capacity = n + w, .press = &recording, .budget = budget});
     const float* logits = draft.prefill(prompt);
     for (int i = 0; i < w; ++i) logits = draft.decode(argmax(logits, c.n_vocab));
     ASSERT_EQ(recording.recorder.queries.size(), size_t(w) * c.n_layers);
@@ -562,7 +539,7 @@ TEST(PressLaq, ScoresAreSnapKvsGreedyContinuationsQueriesOverTheFullPrompt) {
     const auto ref = pooled_group_mean(votes, group, 7);
 
     auto laq = press("laq");
-    Session session(*model, pool, options, n + w, laq.get(), budget);
+    Session session(*model, pool, {.engine = options, .capacity = n + w, .press = laq.get(), .budget = budget});
     session.record_scores();
     session.prefill(prompt);
     EXPECT_EQ(session.n_past(), n);
@@ -579,7 +556,7 @@ TEST(PressQueries, DeterministicAndWithinTheBudget) {
       auto p = press(method, options);
       EngineOptions engine;
       engine.batch = 32;
-      Session session(*model, pool, engine, 80 + 32, p.get(), 20);
+      Session session(*model, pool, {.engine = engine, .capacity = 80 + 32, .press = p.get(), .budget = 20});
       session.prefill(prompt_tokens(80, model->config().n_vocab));
       std::vector<std::vector<int64_t>> kept;
       for (int l = 0; l < session.kv().n_layers(); ++l) {

@@ -15,6 +15,7 @@
 #include "model/model.h"
 #include "press/registry.h"
 #include "press/scorer_press.h"
+#include "fake_press_context.h"
 #include "test_models.h"
 #include "util/error.h"
 
@@ -40,18 +41,19 @@ ModelConfig make_config(int layers, int heads, int kv_heads) {
 // A session without a model: random keys, values and queries go through a real PagedKvCache
 // (its attention feeds the press's probes) and the press's hooks run as Session runs them.
 // Every key and query is remembered by position for the references.
-class FakeSession final : public PressContext {
+class FakeSession final : public testing::FakePressContext {
  public:
   // Pages store `page_type` (keys and values); the remembered keys are rounded through it, so
   // the references see exactly the numbers attention and the methods read.
   FakeSession(const ModelConfig& config, int64_t n_prompt, int64_t budget, int n_predict = 0, uint64_t seed = 11,
               DType page_type = DType::F32)
-      : config_(config),
-        cache_(kv_shape(config, page_type, page_type), n_prompt + n_predict + 1),
+      : FakePressContext(config, {.capacity = n_prompt + n_predict + 1,
+                                  .page_type = page_type,
+                                  .budget = budget,
+                                  .prompt = std::vector<int32_t>(size_t(n_prompt), 0),
+                                  .n_predict = n_predict,
+                                  .seed = 3}),
         page_type_(page_type),
-        budget_(budget),
-        n_predict_(n_predict),
-        prompt_(n_prompt, 0),
         rng_(seed),
         keys_(config.n_layers),
         queries_(config.n_layers) {}
@@ -104,26 +106,6 @@ class FakeSession final : public PressContext {
     return p;
   }
 
-  // PressContext
-  const ModelConfig& config() const override { return config_; }
-  PagedKvCache& cache() override { return cache_; }
-  int64_t budget() const override { return budget_; }
-  const std::vector<int32_t>& prompt() const override { return prompt_; }
-  int64_t n_past() const override { return n_past_; }
-  int n_predict() const override { return n_predict_; }
-  uint64_t seed() const override { return 3; }
-  void run_appended(const std::vector<int32_t>&, AttentionProbe*) override { ADD_FAILURE() << "not used here"; }
-  void run_appended_rows(const float*, int, const LoraAdapter*, AttentionProbe*) override { ADD_FAILURE() << "not used here"; }
-  uint64_t model_fingerprint() const override { return 0; }
-  std::vector<int32_t> generate_pseudo(int, AttentionProbe*) override {
-    ADD_FAILURE() << "not used here";
-    return {};
-  }
-  void keep(int layer, int kv_head, std::span<const int32_t> indices) override {
-    EXPECT_TRUE(std::is_sorted(indices.begin(), indices.end()));
-    cache_.head(layer, kv_head).retain(indices, cache_.pool());
-  }
-
  private:
   void forward(int n) {
     std::normal_distribution<float> normal;
@@ -152,13 +134,7 @@ class FakeSession final : public PressContext {
     n_past_ += n;
   }
 
-  ModelConfig config_;
-  PagedKvCache cache_;
   DType page_type_;
-  int64_t budget_;
-  int n_predict_;
-  std::vector<int32_t> prompt_;
-  int64_t n_past_ = 0;
   std::mt19937 rng_;
   ThreadPool pool_{2};
   std::vector<std::vector<float>> keys_, queries_;  // [layer][position][heads * head_dim]
@@ -648,7 +624,13 @@ TEST(PressKeyDiff, BlockPrefillOfAPrompt16TimesTheBudgetHoldsAtMostBudgetPlusBlo
     EngineOptions options;  // --batch 512: the engine lowers it to the method's block
     const auto keydiff = make_press("keydiff", {"block=16"});
     PeakWatcher watcher(*keydiff);
-    Session session(*model, pool, options, n + n_decode, &watcher, budget, n_decode, 1);
+    Session session(*model, pool,
+                    {.engine = options,
+                     .capacity = n + n_decode,
+                     .press = &watcher,
+                     .budget = budget,
+                     .n_predict = n_decode,
+                     .seed = 1});
     std::vector<int32_t> prompt(n);
     for (int64_t i = 0; i < n; ++i) prompt[i] = int32_t(3 + (i * 29) % 200);
     const float* logits = session.prefill(prompt);

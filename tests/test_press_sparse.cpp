@@ -16,6 +16,7 @@
 #include "press/page_bounds.h"
 #include "press/registry.h"
 #include "press/rocketkv_plan.h"
+#include "fake_press_context.h"
 #include "test_models.h"
 #include "util/error.h"
 
@@ -43,28 +44,14 @@ ModelConfig config_for(int group, int layers = 2, int head_dim = kHeadDim) {
 }
 
 // Just enough of a session: a cache the test fills by hand, the budget and the request's size.
-class FakeContext final : public PressContext {
+class FakeContext final : public testing::FakePressContext {
  public:
   FakeContext(const ModelConfig& config, int64_t capacity, int64_t budget, int64_t n_prompt, int n_predict)
-      : config_(config), cache_(kv_shape(config), capacity, 8), budget_(budget), prompt_(n_prompt, 5), n_predict_(n_predict) {}
-
-  const ModelConfig& config() const override { return config_; }
-  PagedKvCache& cache() override { return cache_; }
-  int64_t budget() const override { return budget_; }
-  const std::vector<int32_t>& prompt() const override { return prompt_; }
-  int64_t n_past() const override { return n_past_; }
-  int n_predict() const override { return n_predict_; }
-  uint64_t seed() const override { return 0; }
-  void run_appended(const std::vector<int32_t>&, AttentionProbe*) override { ADD_FAILURE() << "not expected"; }
-  void run_appended_rows(const float*, int, const LoraAdapter*, AttentionProbe*) override { ADD_FAILURE() << "not expected"; }
-  uint64_t model_fingerprint() const override { return 0; }
-  std::vector<int32_t> generate_pseudo(int, AttentionProbe*) override {
-    ADD_FAILURE() << "not expected";
-    return {};
-  }
-  void keep(int layer, int kv_head, std::span<const int32_t> indices) override {
-    cache_.head(layer, kv_head).retain(indices, cache_.pool());
-  }
+      : FakePressContext(config, {.capacity = capacity,
+                                  .page_tokens = 8,
+                                  .budget = budget,
+                                  .prompt = std::vector<int32_t>(size_t(n_prompt), 5),
+                                  .n_predict = n_predict}) {}
 
   // Appends n random tokens to every layer at the next positions.
   void append_random(int64_t n, std::mt19937& rng) {
@@ -80,14 +67,6 @@ class FakeContext final : public PressContext {
     }
     n_past_ += n;
   }
-
- private:
-  ModelConfig config_;
-  PagedKvCache cache_;
-  int64_t budget_;
-  std::vector<int32_t> prompt_;
-  int n_predict_;
-  int64_t n_past_ = 0;
 };
 
 std::vector<float> random_queries(const ModelConfig& c, std::mt19937& rng) {
@@ -483,7 +462,12 @@ TEST(PressSparse, KCoveringTheCacheIsDenseAttentionOnATinyModel) {
   for (int i = 0; i < n_prompt; ++i) prompt[i] = 3 + (i * 37 + 11) % (n_vocab - 3);
   // Prompt logits then the logits of each decode step (greedy, the reference run's tokens).
   auto run = [&](Press* press, int64_t budget, const std::vector<int32_t>& feed) {
-    Session session(*model, pool, EngineOptions{}, n_prompt + n_predict, press, budget, n_predict);
+    Session session(*model, pool,
+                    {.engine = EngineOptions{},
+                     .capacity = n_prompt + n_predict,
+                     .press = press,
+                     .budget = budget,
+                     .n_predict = n_predict});
     std::vector<std::vector<float>> logits;
     const float* l = session.prefill(prompt);
     logits.emplace_back(l, l + n_vocab);
@@ -495,7 +479,7 @@ TEST(PressSparse, KCoveringTheCacheIsDenseAttentionOnATinyModel) {
   };
   std::vector<int32_t> feed;
   for (int i = 0; i < n_predict; ++i) feed.push_back(3 + i * 5);
-  const auto full = run(nullptr, INT64_MAX, feed);
+  const auto full = run(nullptr, kNoBudget, feed);
   for (const std::string k : {"0", "46", "100"}) {  // the budget, the most the cache holds, more
     const auto press = make_press("exact_topk", {"k=" + k});
     EXPECT_EQ(run(press.get(), n_prompt + n_predict, feed), full) << "k=" << k;
@@ -737,7 +721,12 @@ TEST(PressSparseRocketKv, RunsOnATinyModelWithThePlannedStageOneBudget) {
     for (const std::string mt : {"false", "true"}) {
       auto generate_tokens = [&] {
         const auto press = make_press("rocketkv", {"mt=" + mt});
-        Session session(*model, pool, EngineOptions{}, n_prompt + n_predict, press.get(), budget, n_predict);
+        Session session(*model, pool,
+                        {.engine = EngineOptions{},
+                         .capacity = n_prompt + n_predict,
+                         .press = press.get(),
+                         .budget = budget,
+                         .n_predict = n_predict});
         const float* logits = session.prefill(prompt);
         for (int l = 0; l < session.kv().n_layers(); ++l)
           for (int h = 0; h < kv_heads; ++h)

@@ -5,6 +5,7 @@
 
 #include <cmath>
 
+#include "engine/generate.h"
 #include "engine/session.h"
 #include "model/model.h"
 #include "press/registry.h"
@@ -47,8 +48,9 @@ TEST(SessionExtend, FullPressExtendEqualsPrefillOfTheConcatenation) {
   const int n_predict = 4;
 
   const auto full_a = make_press("full", {}), full_b = make_press("full", {});
-  Session joined(*f.model, f.pool, f.options, 40, full_a.get(), INT64_MAX, n_predict);
-  Session split(*f.model, f.pool, f.options, 40, full_b.get(), INT64_MAX, n_predict);
+  Session joined(*f.model, f.pool,
+                 {.engine = f.options, .capacity = 40, .press = full_a.get(), .n_predict = n_predict});
+  Session split(*f.model, f.pool, {.engine = f.options, .capacity = 40, .press = full_b.get(), .n_predict = n_predict});
   std::vector<float> a = copy(joined.prefill(whole), f.n_vocab());
   split.prefill(context);
   std::vector<float> b = copy(split.extend(question), f.n_vocab());
@@ -66,7 +68,8 @@ TEST(SessionExtend, ThePressNeitherSeesNorEvictsTheExtension) {
   const int64_t budget = 6;
   const auto context = tokens(20, f.n_vocab()), question = tokens(9, f.n_vocab(), 3);
   const auto press = make_press("streaming_llm", {});
-  Session session(*f.model, f.pool, f.options, 40, press.get(), budget, 2);
+  Session session(*f.model, f.pool,
+                  {.engine = f.options, .capacity = 40, .press = press.get(), .budget = budget, .n_predict = 2});
   session.prefill(context);
   session.extend(question);
   for (int l = 0; l < session.kv().n_layers(); ++l)
@@ -88,7 +91,8 @@ TEST(SessionExtend, TovaScoresTheExtensionAtTheFirstDecodeStep) {
   Fixture f;
   const int64_t budget = 8;
   const auto press = make_press("tova", {});
-  Session session(*f.model, f.pool, f.options, 64, press.get(), budget, 4);
+  Session session(*f.model, f.pool,
+                  {.engine = f.options, .capacity = 64, .press = press.get(), .budget = budget, .n_predict = 4});
   session.record_scores();
   session.prefill(tokens(20, f.n_vocab()));
   const auto question = tokens(6, f.n_vocab(), 3);
@@ -106,7 +110,7 @@ TEST(SessionExtend, TovaScoresTheExtensionAtTheFirstDecodeStep) {
 
 TEST(SessionExtend, ExtendBeforePrefillIsAnError) {
   Fixture f;
-  Session session(*f.model, f.pool, f.options, 10);
+  Session session(*f.model, f.pool, {.engine = f.options, .capacity = 10});
   EXPECT_THROW(session.extend(tokens(3, f.n_vocab())), Error);
 }
 
@@ -139,7 +143,8 @@ TEST(SessionExtend, AppendedTokensCountAgainstTheContext) {
 TEST(AttentionOutputHook, ReportsEveryLayerAndChangesNothing) {
   Fixture f;
   const auto prompt = tokens(12, f.n_vocab());
-  Session plain(*f.model, f.pool, f.options, 20), hooked(*f.model, f.pool, f.options, 20);
+  Session plain(*f.model, f.pool, {.engine = f.options, .capacity = 20}),
+      hooked(*f.model, f.pool, {.engine = f.options, .capacity = 20});
   const int q_dim = f.model->config().q_dim();
   std::vector<int> layers, rows;
   std::vector<float> last_layer_output;

@@ -30,7 +30,13 @@ PrefillRun prefill(const Model& model, const std::string& method) {
   ThreadPool pool(2);
   EngineOptions options;
   const auto press = make_press(method, {});
-  Session session(model, pool, options, kPrompt + kPredict, press.get(), kBudget, kPredict, 1);
+  Session session(model, pool,
+                  {.engine = options,
+                   .capacity = kPrompt + kPredict,
+                   .press = press.get(),
+                   .budget = kBudget,
+                   .n_predict = kPredict,
+                   .seed = 1});
   std::vector<int32_t> prompt(kPrompt);
   for (int64_t i = 0; i < kPrompt; ++i) prompt[i] = int32_t(3 + (i * 37 + 11) % 200);
   session.prefill(prompt);

@@ -6,9 +6,9 @@
 #include <cstring>
 #include <map>
 
-#include "eval/task.h"
 #include "gguf/gguf.h"
 #include "model/model.h"
+#include "tasks/task.h"
 #include "test_models.h"
 #include "tokenizer/bpe_trainer.h"
 #include "train/curriculum.h"
@@ -57,7 +57,7 @@ TEST(TrainData, TaskMixParsing) {
 
 TEST(TrainData, TrainingSequenceIsPromptAnswerEos) {
   const Tokenizer& tok = byte_tokenizer();
-  const eval::TaskSample sample = eval::make_sample("niah_multivalue", 768, 5, tok);
+  const tasks::TaskSample sample = tasks::make_sample("niah_multivalue", 768, 5, tok);
   const TrainSequence seq = training_sequence(sample, tok, 0.25f);
   const std::vector<int32_t> prompt = tok.encode(sample.prompt(), tok.add_bos_by_default(), false);
   ASSERT_GT(seq.tokens.size(), prompt.size() + 1);
@@ -67,7 +67,7 @@ TEST(TrainData, TrainingSequenceIsPromptAnswerEos) {
   std::string want = " " + sample.answers[0];
   for (size_t i = 1; i < sample.answers.size(); ++i) want += ", " + sample.answers[i];
   EXPECT_EQ(tok.decode(answer), want);
-  EXPECT_EQ(eval::score_output(sample, tok.decode(answer)), 1.0);
+  EXPECT_EQ(tasks::score_output(sample, tok.decode(answer)), 1.0);
   // Weights: 0 for the first token, prompt_weight over the prompt, 1 on the answer and EOS.
   ASSERT_EQ(seq.weights.size(), seq.tokens.size());
   EXPECT_EQ(seq.weights[0], 0.0f);
@@ -82,7 +82,8 @@ TEST(TrainData, TrainingSequenceIsPromptAnswerEos) {
 const Tokenizer& bpe_tokenizer() {
   static const Tokenizer tokenizer = [] {
     tok::BpeTrainer trainer(tok::BpeTrainerOptions{400, "qwen2", false});
-    for (uint64_t seed = 0; seed < 10; ++seed) trainer.add_text(eval::make_sample("vt", 512, seed, byte_tokenizer()).prompt());
+    for (uint64_t seed = 0; seed < 10; ++seed)
+      trainer.add_text(tasks::make_sample("vt", 512, seed, byte_tokenizer()).prompt());
     std::string spaced_capitals;
     for (int i = 0; i < 50; ++i)
       for (char c = 'A'; c <= 'Z'; ++c) spaced_capitals += std::string(" ") + c;
@@ -96,7 +97,7 @@ const Tokenizer& bpe_tokenizer() {
 
 TEST(TrainData, TrainingSequenceKeepsThePromptTokensWithBpe) {
   const Tokenizer& tok = bpe_tokenizer();
-  const eval::TaskSample sample = eval::make_sample("vt", 512, 11, tok);
+  const tasks::TaskSample sample = tasks::make_sample("vt", 512, 11, tok);
   ASSERT_EQ(sample.prompt().back(), ' ');
   const TrainSequence seq = training_sequence(sample, tok, 0.0f);
   const std::vector<int32_t> prompt = tok.encode(sample.prompt(), tok.add_bos_by_default(), false);
@@ -105,7 +106,7 @@ TEST(TrainData, TrainingSequenceKeepsThePromptTokensWithBpe) {
   EXPECT_TRUE(std::equal(prompt.begin(), prompt.end(), seq.tokens.begin()));
   EXPECT_EQ(seq.tokens.back(), tok.eos_id());
   const std::vector<int32_t> answer(seq.tokens.begin() + int64_t(prompt.size()), seq.tokens.end() - 1);
-  EXPECT_EQ(eval::score_output(sample, tok.decode(answer)), 1.0);
+  EXPECT_EQ(tasks::score_output(sample, tok.decode(answer)), 1.0);
   EXPECT_EQ(tok.decode(answer).substr(0, sample.answers[0].size()), sample.answers[0]);
 }
 
@@ -148,7 +149,7 @@ TEST(TrainData, StreamSamplesFitTheStageAndUseTrainingSeeds) {
     const DataStream::SampleSpec s = stream.spec(uint64_t(i), 512);
     ++counts[s.task];
     EXPECT_GE(s.seed, kFirstTrainingSeed);
-    EXPECT_GE(s.target_tokens, std::max<int64_t>(256, eval::find_task(s.task).min_tokens));
+    EXPECT_GE(s.target_tokens, std::max<int64_t>(256, tasks::find_task(s.task).min_tokens));
     EXPECT_LE(s.target_tokens, 512);
   }
   // cwe needs 1280 tokens: never drawn at 512; the others in proportion 3 : 1.

@@ -61,7 +61,11 @@ BenchReport run_bench(const Model& model, ThreadPool& pool, const BenchOptions& 
     BenchPoint point;
     for (int rep = 0; rep < options.reps; ++rep) {
       const auto press = options.compression.make_press();
-      Session session(model, pool, engine, length, press.get(), options.compression.resolve_budget(length));
+      Session session(model, pool,
+                      {.engine = engine,
+                       .capacity = length,
+                       .press = press.get(),
+                       .budget = options.compression.resolve_budget(length)});
       const auto start = Clock::now();
       session.prefill(prompt);
       ms.push_back(ms_between(start, Clock::now()));
@@ -83,8 +87,13 @@ BenchReport run_bench(const Model& model, ThreadPool& pool, const BenchOptions& 
     engine.context = context + steps;
     const auto tokens = random_tokens(context + steps, n_vocab, options.seed + 7 * context);
     const auto press = options.compression.make_press();
-    Session session(model, pool, engine, context + steps, press.get(), options.compression.resolve_budget(context),
-                    steps, options.seed);
+    Session session(model, pool,
+                    {.engine = engine,
+                     .capacity = context + steps,
+                     .press = press.get(),
+                     .budget = options.compression.resolve_budget(context),
+                     .n_predict = steps,
+                     .seed = options.seed});
     session.prefill(std::vector<int32_t>(tokens.begin(), tokens.begin() + context));
     const std::optional<TokenCost> cost = session.token_cost();
     std::vector<double> ms, rate;

@@ -8,6 +8,7 @@
 #include "cli/shared_options.h"
 #include "cli/prompt_input.h"
 #include "engine/live_session.h"
+#include "engine/generate.h"
 #include "engine/session.h"
 #include "util/error.h"
 #include "model/model.h"

@@ -37,7 +37,8 @@ void run_inspect(const InspectOptions& opt) {
   if (opt.compression.budget) press->check_budget(*opt.compression.budget);
   const int64_t budget = opt.compression.resolve_budget(int64_t(tokens.size()));
   ThreadPool pool(opt.threads);
-  Session session(*model, pool, opt.engine, int64_t(tokens.size()), press.get(), budget);
+  Session session(*model, pool,
+                  {.engine = opt.engine, .capacity = int64_t(tokens.size()), .press = press.get(), .budget = budget});
   if (opt.scores) session.record_scores();
   session.prefill(tokens);
 
@@ -55,9 +56,12 @@ void run_inspect(const InspectOptions& opt) {
     }
     layers.push_back(heads);
   }
-  const nlohmann::json out = {{"model", opt.model},     {"press", opt.compression.press},
-                              {"budget", budget == INT64_MAX ? 0 : budget}, {"n_prompt", tokens.size()},
-                              {"token_ids", tokens},    {"layers", layers}};
+  const nlohmann::json out = {{"model", opt.model},
+                              {"press", opt.compression.press},
+                              {"budget", budget == kNoBudget ? 0 : budget},
+                              {"n_prompt", tokens.size()},
+                              {"token_ids", tokens},
+                              {"layers", layers}};
   std::ofstream file(opt.out);
   if (!file) fail("cannot write '{}'", opt.out);
   file << out.dump() << "\n";

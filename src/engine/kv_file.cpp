@@ -131,7 +131,7 @@ KvFileContents read_contents(const gguf::File& file, const Model& model, const E
   c.meta.press_options = file.get_string_array("kvslim.kv.press_options");
   const uint64_t budget = file.get_uint("kvslim.kv.budget");
   if (budget > uint64_t(INT64_MAX)) fail("budget {} is out of range", budget);
-  c.meta.budget = budget == 0 ? INT64_MAX : int64_t(budget);
+  c.meta.budget = budget == 0 ? kNoBudget : int64_t(budget);
   c.meta.turns = int64_t(std::min<uint64_t>(file.get_uint("kvslim.kv.turns"), uint64_t(INT64_MAX)));
   const int n_vocab = config.n_vocab;
   for (int64_t id : file.get_int_array("kvslim.kv.pending")) {
@@ -205,7 +205,7 @@ void write_kv_file(const std::string& path, const Session& session, const KvFile
   w.set("kvslim.kv.head_dim", gguf::Value::of_u32(uint32_t(kv.head_dim())));
   w.set("kvslim.kv.press", gguf::Value::of_string(meta.press));
   w.set("kvslim.kv.press_options", gguf::Value::of_string_array(meta.press_options));
-  w.set("kvslim.kv.budget", gguf::Value::of_u64(meta.budget == INT64_MAX ? 0 : uint64_t(meta.budget)));
+  w.set("kvslim.kv.budget", gguf::Value::of_u64(meta.budget == kNoBudget ? 0 : uint64_t(meta.budget)));
   w.set("kvslim.kv.turns", gguf::Value::of_u64(uint64_t(meta.turns)));
   w.set("kvslim.kv.pending", gguf::Value::of_i32_array(meta.pending));
   if (!meta.attachment.empty()) w.set("kvslim.kv.attachment", gguf::Value::of_string(meta.attachment));

@@ -20,7 +20,7 @@ namespace kvslim {
 struct KvFileMeta {
   std::string press;
   std::vector<std::string> press_options;
-  int64_t budget = INT64_MAX;   // INT64_MAX: none
+  int64_t budget = kNoBudget;  // stored as 0
   int64_t turns = 0;
   std::vector<int32_t> pending;  // a sampled token not fed yet (LiveSession)
   std::string attachment;        // a layer above's text (chat: its messages as JSON); "" if none

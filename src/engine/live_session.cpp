@@ -70,9 +70,13 @@ LiveSession::~LiveSession() = default;
 
 void LiveSession::start(int64_t budget) {
   budget_ = budget;
-  if (budget != INT64_MAX) press_->check_budget(budget);
-  session_ = std::make_unique<Session>(model_, pool_, options_, options_.context, press_.get(), budget, 0,
-                                       sampling_.seed);
+  if (budget != kNoBudget) press_->check_budget(budget);
+  session_ = std::make_unique<Session>(model_, pool_,
+                                       SessionOptions{.engine = options_,
+                                                      .capacity = options_.context,
+                                                      .press = press_.get(),
+                                                      .budget = budget,
+                                                      .seed = sampling_.seed});
 }
 
 const std::vector<int32_t>& LiveSession::history() const {
@@ -166,7 +170,7 @@ std::unique_ptr<LiveSession> LiveSession::load(const std::string& path, const Mo
   CompressionOptions compression;
   compression.press = contents.meta.press;
   compression.press_options = contents.meta.press_options;
-  if (contents.meta.budget != INT64_MAX) compression.budget = contents.meta.budget;
+  if (contents.meta.budget != kNoBudget) compression.budget = contents.meta.budget;
   auto live = std::make_unique<LiveSession>(model, pool, options, compression, sampling);
   live->start(contents.meta.budget);
   apply_kv_file(contents, *live->session_);

@@ -102,7 +102,7 @@ class LiveSession {
   std::unique_ptr<Press> press_;
   std::unique_ptr<Session> session_;  // made at the first turn (a --ratio budget needs its length)
   std::unique_ptr<Sampler> sampler_;
-  int64_t budget_ = INT64_MAX;
+  int64_t budget_ = kNoBudget;
   int64_t turns_ = 0;
   std::vector<int32_t> pending_;  // the last sampled token, not fed yet
   bool answerable_ = false;       // a prompt() ran since the last answer

@@ -7,7 +7,6 @@
 
 #include <fmt/ranges.h>
 
-#include "engine/live_session.h"
 #include "model/fingerprint.h"
 #include "press/registry.h"
 #include "util/error.h"
@@ -30,6 +29,10 @@ int prefill_block(const EngineOptions& options, const Press* press, int64_t capa
   int64_t block = std::min<int64_t>(options.batch, capacity);
   if (press && press->prefill_block() > 0) block = std::min<int64_t>(block, press->prefill_block());
   return int(std::max<int64_t>(1, block));
+}
+
+int64_t head_capacity(const SessionOptions& options) {
+  return options.capacity == 0 ? options.engine.context : options.capacity;
 }
 
 const EngineOptions& validated(const EngineOptions& options) {
@@ -90,21 +93,20 @@ std::unique_ptr<Press> CompressionOptions::make_press() const {
 int64_t CompressionOptions::resolve_budget(int64_t n_prompt) const {
   if (budget) return *budget;
   if (ratio) return std::max<int64_t>(1, int64_t(std::floor(double(n_prompt) * (1.0 - *ratio))));
-  return INT64_MAX;
+  return kNoBudget;
 }
 
-Session::Session(const Model& model, ThreadPool& pool, const EngineOptions& options, int64_t capacity, Press* press,
-                 int64_t budget, int n_predict, uint64_t seed)
+Session::Session(const Model& model, ThreadPool& pool, const SessionOptions& options)
     : model_(model),
       pool_(pool),
-      options_(validated(options)),
-      cache_(kv_shape(model.config(), options.cache_type_k, options.cache_type_v),
-             std::min<int64_t>(capacity, options.context), options.page_tokens),
-      forward_(model, prefill_block(options, press, capacity)),
-      press_(press),
-      budget_(budget),
-      n_predict_(n_predict),
-      seed_(seed) {}
+      options_(validated(options.engine)),
+      cache_(kv_shape(model.config(), options_.cache_type_k, options_.cache_type_v),
+             std::min<int64_t>(head_capacity(options), options_.context), options_.page_tokens),
+      forward_(model, prefill_block(options_, options.press, head_capacity(options))),
+      press_(options.press),
+      budget_(options.budget),
+      n_predict_(options.n_predict),
+      seed_(options.seed) {}
 
 void Session::timed(void (Press::*hook)(PressContext&)) {
   const auto start = Clock::now();
@@ -175,7 +177,7 @@ void Session::check_turn_fits(int64_t n, int64_t rewind_to) const {
   // block, so a long turn needs room for one block above the budget only (or above what the head
   // holds, when that is more: the first block lands before any eviction).
   int64_t needed = largest + n;
-  if (press_ && press_->evicts_each_prefill_block() && budget_ != INT64_MAX)
+  if (press_ && press_->evicts_each_prefill_block() && budget_ != kNoBudget)
     needed = std::min(needed, std::max(largest, budget_) + std::min<int64_t>(n, forward_.max_block()));
   if (needed > cache_.capacity())
     fail("a turn of {} tokens does not fit: the cache holds up to {} tokens per head and {} are in use (--ctx)", n,
@@ -362,64 +364,6 @@ void validate_prompt(const Model& model, const EngineOptions& options, const std
   for (size_t i = 0; i < prompt.size(); ++i)
     if (prompt[i] < 0 || prompt[i] >= n_vocab)
       fail("prompt token #{} has id {}, outside the vocabulary [0, {})", i, prompt[i], n_vocab);
-}
-
-namespace {
-
-void validate_request(const Model& model, const EngineOptions& options, const GenerateRequest& request) {
-  options.validate();
-  request.sampling.validate();
-  request.compression.validate();
-  if (request.n_predict < 0) fail("-n must be >= 0 (got {})", request.n_predict);
-  validate_prompt(model, options, request.prompt);
-  if (request.appended.empty()) return;
-  std::vector<int32_t> whole = request.prompt;
-  whole.insert(whole.end(), request.appended.begin(), request.appended.end());
-  validate_prompt(model, options, whole);
-}
-
-}  // namespace
-
-GenerateResult generate(const Model& model, ThreadPool& pool, const EngineOptions& options,
-                        const GenerateRequest& request, const std::function<void(const std::string&)>& on_piece) {
-  validate_request(model, options, request);
-  const CompressionOptions& compression = request.compression;
-  const std::unique_ptr<Press> press = compression.make_press();
-  if (compression.budget) press->check_budget(*compression.budget);
-  const int64_t n_prompt = int64_t(request.prompt.size());
-  const int64_t budget = compression.resolve_budget(n_prompt);
-  const int64_t n_appended = int64_t(request.appended.size());
-  const int64_t capacity = std::min<int64_t>(options.context, n_prompt + n_appended + request.n_predict);
-  Session session(model, pool, options, capacity, press.get(), budget, request.n_predict, request.sampling.seed);
-  Sampler sampler(request.sampling, model.config().n_vocab);
-  const Tokenizer& tokenizer = model.tokenizer();
-
-  GenerateResult result;
-  result.n_prompt = int(n_prompt);
-  result.budget = budget == INT64_MAX ? 0 : budget;
-  std::vector<int32_t> history = request.prompt;
-  history.insert(history.end(), request.appended.begin(), request.appended.end());
-  history.reserve(history.size() + request.n_predict);
-
-  auto start = Clock::now();
-  const float* logits = session.prefill(request.prompt);
-  const PagedKvCache& kv = session.kv();
-  result.kept_tokens = double(kv.total_tokens()) / (kv.n_layers() * kv.n_kv_heads());
-  result.token_cost = session.token_cost();
-  if (!request.appended.empty()) logits = session.extend(request.appended);
-  result.prefill_ms = ms_since(start);
-  result.score_ms = session.score_ms();
-  result.kv_bytes_prefill = kv.bytes_in_use();
-
-  Answer answer = decode_answer(session, sampler, tokenizer, logits, history, request.n_predict, on_piece);
-  result.tokens = std::move(answer.tokens);
-  result.text = std::move(answer.text);
-  result.stop_reason = answer.stop_reason;
-  result.decode_steps = answer.decode_steps;
-  result.decode_ms = answer.decode_ms;
-  result.kv_bytes_peak = kv.peak_bytes();
-  result.kv_bytes_final = kv.bytes_in_use();
-  return result;
 }
 
 }  // namespace kvslim

@@ -50,11 +50,20 @@ struct CompressionOptions {
 // block (KeyDiff always does; others through their option prefill=block).
 bool has_block_prefill_eviction(const std::string& press);
 
+// What a Session is built with besides the model and the thread pool. Call sites name what they
+// set: Session s(model, pool, {.engine = e, .capacity = n, .press = p, .budget = b});
+struct SessionOptions {
+  EngineOptions engine;
+  int64_t capacity = 0;        // most tokens one head holds (at most engine.context; 0: engine.context)
+  Press* press = nullptr;      // null: no compression; not owned
+  int64_t budget = kNoBudget;  // tokens per (layer, KV head) the press keeps (PressContext::budget)
+  int n_predict = 0;           // most tokens the first turn's answer may have (the press plans for it)
+  uint64_t seed = 0;           // the press's seed (random, LAQ's draft)
+};
+
 class Session final : private PressContext {
  public:
-  // `capacity` bounds each head (at most options.context). `press` may be null (no compression).
-  Session(const Model& model, ThreadPool& pool, const EngineOptions& options, int64_t capacity,
-          Press* press = nullptr, int64_t budget = INT64_MAX, int n_predict = 0, uint64_t seed = 0);
+  explicit Session(const Model& model, ThreadPool& pool, const SessionOptions& options);
 
   // Prefills the prompt in blocks of options.batch with the press's hooks; returns the prompt's
   // last logits (valid until the next decode). The first turn of a session (feed_turn).
@@ -193,37 +202,8 @@ class Session final : private PressContext {
   std::optional<PendingBlocks> pending_;
 };
 
-struct GenerateRequest {
-  std::vector<int32_t> prompt;
-  std::vector<int32_t> appended;  // fed uncompressed after the prompt (Session::extend); may be empty
-  int n_predict = 128;
-  SamplerParams sampling;
-  CompressionOptions compression;
-};
-
-struct GenerateResult {
-  std::vector<int32_t> tokens;  // generated ids (the end-of-generation token excluded)
-  std::string text;
-  std::string stop_reason;      // "eos", "length" (n_predict reached) or "context" (context full)
-  int n_prompt = 0;              // compressed prompt tokens (the appended ones excluded)
-  int decode_steps = 0;         // forward passes of one token (the last sampled token needs none)
-  int64_t budget = 0;           // resolved budget (0: none)
-  double prefill_ms = 0, score_ms = 0, decode_ms = 0;  // prefill_ms includes the appended tokens
-  double kept_tokens = 0;       // mean tokens per (layer, KV head) after prefill
-  std::optional<TokenCost> token_cost;  // Session::token_cost after prefill
-  uint64_t kv_bytes_peak = 0, kv_bytes_final = 0;
-  uint64_t kv_bytes_prefill = 0;  // KV bytes in use once the prompt (and the appended tokens) is cached
-};
-
 // Throws kvslim::Error for an empty prompt, one longer than the context or an id outside the
 // vocabulary.
 void validate_prompt(const Model& model, const EngineOptions& options, const std::vector<int32_t>& prompt);
-
-// Validates the request (empty prompt, prompt longer than the context, ids outside the
-// vocabulary, method and budget), prefills (then extends with the appended tokens), then
-// samples until EOS, n_predict or a full context.
-// `on_piece` receives each generated token's text as soon as it is sampled.
-GenerateResult generate(const Model& model, ThreadPool& pool, const EngineOptions& options,
-                        const GenerateRequest& request, const std::function<void(const std::string&)>& on_piece = {});
 
 }  // namespace kvslim

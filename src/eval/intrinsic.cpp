@@ -82,7 +82,11 @@ FullReference run_full_reference(const Model& model, ThreadPool& pool, const Eng
   ref.n_keys = int64_t(prompt.compressed.size());
 
   ResponseAttention observer(ref.n_keys);
-  Session session(model, pool, sized_for(engine, prompt, size_t(n)), prompt.size() + n, &observer, INT64_MAX, n);
+  Session session(model, pool,
+                  {.engine = sized_for(engine, prompt, size_t(n)),
+                   .capacity = int64_t(prompt.size()) + n,
+                   .press = &observer,
+                   .n_predict = n});
   const float* logits = feed_prompt(session, prompt);
   LogitsObserver keep_logits = [&](int, const float* l) { ref.logits.insert(ref.logits.end(), l, l + c.n_vocab); };
   AttentionObserver keep_attention;
@@ -99,7 +103,9 @@ FullReference run_full_reference(const Model& model, ThreadPool& pool, const Eng
     ref.forced = ref.response;
   } else if (options.kl) {
     ref.forced = options.continuation;
-    Session forced(model, pool, sized_for(engine, prompt, ref.forced.size()), prompt.size() + int64_t(ref.forced.size()));
+    Session forced(model, pool,
+                   {.engine = sized_for(engine, prompt, ref.forced.size()),
+                    .capacity = int64_t(prompt.size() + ref.forced.size())});
     follow(forced, feed_prompt(forced, prompt), c.n_vocab, int(ref.forced.size()), &ref.forced, keep_logits, nullptr);
   }
   return ref;
@@ -121,7 +127,13 @@ IntrinsicResult measure_intrinsic(const Model& model, ThreadPool& pool, const En
   IntrinsicResult result;
   if (options.recall || options.attn_error || kl_on_response) {
     const std::unique_ptr<Press> press = make_press();
-    Session session(model, pool, sized_for(engine, prompt, size_t(n)), prompt.size() + n, press.get(), budget, n, seed);
+    Session session(model, pool,
+                    {.engine = sized_for(engine, prompt, size_t(n)),
+                     .capacity = int64_t(prompt.size()) + n,
+                     .press = press.get(),
+                     .budget = budget,
+                     .n_predict = n,
+                     .seed = seed});
     const float* logits = feed_prompt(session, prompt);
     if (options.recall) {
       const int64_t oracle_size = std::min(budget, ref.n_keys);
@@ -135,8 +147,13 @@ IntrinsicResult measure_intrinsic(const Model& model, ThreadPool& pool, const En
   if (options.kl && !kl_on_response) {
     const std::unique_ptr<Press> press = make_press();
     const int n_forced = int(ref.forced.size());
-    Session session(model, pool, sized_for(engine, prompt, ref.forced.size()), prompt.size() + n_forced, press.get(),
-                    budget, n_forced, seed);
+    Session session(model, pool,
+                    {.engine = sized_for(engine, prompt, ref.forced.size()),
+                     .capacity = int64_t(prompt.size()) + n_forced,
+                     .press = press.get(),
+                     .budget = budget,
+                     .n_predict = n_forced,
+                     .seed = seed});
     follow(session, feed_prompt(session, prompt), c.n_vocab, n_forced, &ref.forced, compare_logits, nullptr);
   }
   if (options.attn_error) result.attn_error = cmp.attn_error_sum / cmp.attn_terms;

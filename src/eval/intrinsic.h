@@ -47,7 +47,7 @@ struct IntrinsicResult {
 };
 
 // `make_press` builds a fresh instance of the method (each teacher-forced run needs its own);
-// `budget` as for Session (INT64_MAX: no limit), `seed` the method's seed.
+// `budget` as for Session (kNoBudget: no limit), `seed` the method's seed.
 IntrinsicResult measure_intrinsic(const Model& model, ThreadPool& pool, const EngineOptions& engine,
                                   const PromptTokens& prompt, const FullReference& reference,
                                   const std::function<std::unique_ptr<Press>()>& make_press, int64_t budget,

@@ -56,7 +56,12 @@ std::vector<float> pressed_chunk_logits(const Model& model, ThreadPool& pool, co
   engine.page_tokens = options.page_tokens;
   engine.cache_type_k = options.cache_type_k;
   engine.cache_type_v = options.cache_type_v;
-  Session session(model, pool, engine, ctx, press.get(), c.resolve_budget(first), ctx - first);
+  Session session(model, pool,
+                  {.engine = engine,
+                   .capacity = ctx,
+                   .press = press.get(),
+                   .budget = c.resolve_budget(first),
+                   .n_predict = ctx - first});
   session.prefill(std::vector<int32_t>(chunk.begin(), chunk.begin() + first));
   const PagedKvCache& kv = session.kv();
   kept_tokens = double(kv.total_tokens()) / (double(kv.n_layers()) * kv.n_kv_heads());

@@ -20,7 +20,7 @@ Protocol protocol_from_name(const std::string& name) {
   fail("unknown protocol '{}' (valid: query-aware, query-agnostic, multi-turn)", name);
 }
 
-PromptTokens tokenize_prompt(const TaskSample& sample, const Tokenizer& tokenizer, Protocol protocol) {
+PromptTokens tokenize_prompt(const tasks::TaskSample& sample, const Tokenizer& tokenizer, Protocol protocol) {
   PromptTokens tokens;
   tokens.compressed = tokenizer.encode(sample.context, tokenizer.add_bos_by_default(), false);
   const std::vector<int32_t> query = tokenizer.encode(sample.question + sample.answer_prefix, false, false);

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "engine/session.h"
-#include "eval/task.h"
+#include "tasks/task.h"
 #include "tokenizer/tokenizer.h"
 
 namespace kvslim::eval {
@@ -33,7 +33,7 @@ struct PromptTokens {
 
 // The context (with BOS when the tokenizer adds one) and question + answer_prefix (without)
 // are tokenized separately under both protocols, so that both feed the model the same tokens.
-PromptTokens tokenize_prompt(const TaskSample& sample, const Tokenizer& tokenizer, Protocol protocol);
+PromptTokens tokenize_prompt(const tasks::TaskSample& sample, const Tokenizer& tokenizer, Protocol protocol);
 
 // Prefills the compressed part (the press evicts at its end), then extends with the appended
 // part; returns the last prompt token's logits.

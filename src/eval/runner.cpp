@@ -2,12 +2,14 @@
 
 #include <fmt/format.h>
 
+#include "engine/generate.h"
 #include "engine/live_session.h"
 #include "util/error.h"
 
 namespace kvslim::eval {
 
-PreparedSample::PreparedSample(const SampleSpec& spec, TaskSample sample, const Tokenizer& tokenizer, Protocol protocol)
+PreparedSample::PreparedSample(const SampleSpec& spec, tasks::TaskSample sample, const Tokenizer& tokenizer,
+                               Protocol protocol)
     : spec_(spec), sample_(std::move(sample)), tokens_(tokenize_prompt(sample_, tokenizer, protocol)) {}
 
 const FullReference& PreparedSample::reference(const Model& model, ThreadPool& pool, const RunnerOptions& options) {
@@ -17,7 +19,7 @@ const FullReference& PreparedSample::reference(const Model& model, ThreadPool& p
 
 SampleRecord run_method(const Model& model, ThreadPool& pool, const RunnerOptions& options, PreparedSample& prepared,
                         const MethodRun& run, const SampleSource& source) {
-  const TaskSample& sample = prepared.sample();
+  const tasks::TaskSample& sample = prepared.sample();
   const MethodSpec& method = *run.method;
   const std::optional<int64_t> budget = run.budget > 0 ? std::optional<int64_t>(run.budget) : std::nullopt;
 
@@ -58,9 +60,9 @@ SampleRecord run_method(const Model& model, ThreadPool& pool, const RunnerOption
 
   if (options.intrinsic.any()) {
     const FullReference& ref = prepared.reference(model, pool, options);
-    const IntrinsicResult m = measure_intrinsic(model, pool, options.engine, prepared.tokens(), ref,
-                                                [&] { return method.make(); }, budget.value_or(INT64_MAX),
-                                                prepared.spec().seed, options.intrinsic);
+    const IntrinsicResult m = measure_intrinsic(
+        model, pool, options.engine, prepared.tokens(), ref, [&] { return method.make(); }, budget.value_or(kNoBudget),
+        prepared.spec().seed, options.intrinsic);
     r.recall = m.recall;
     r.attn_error = m.attn_error;
     r.kl = m.kl;
@@ -73,7 +75,7 @@ std::string turn_label(const std::string& task, size_t turn) { return fmt::forma
 
 std::vector<SampleRecord> run_multi_turn(const Model& model, ThreadPool& pool, const RunnerOptions& options,
                                          PreparedSample& prepared, const MethodRun& run, const SampleSource& source) {
-  const TaskSample& sample = prepared.sample();
+  const tasks::TaskSample& sample = prepared.sample();
   if (sample.turns.empty())
     fail("task '{}' has no multi-turn form (multi-turn tasks: niah_multiquery)", sample.task);
   const MethodSpec& method = *run.method;
@@ -88,7 +90,7 @@ std::vector<SampleRecord> run_multi_turn(const Model& model, ThreadPool& pool, c
 
   std::vector<std::vector<int32_t>> questions;
   int64_t total = int64_t(tokenizer.encode(sample.context, tokenizer.add_bos_by_default(), false).size());
-  for (const TaskTurn& turn : sample.turns) {
+  for (const tasks::TaskTurn& turn : sample.turns) {
     questions.push_back(tokenizer.encode(turn.question + turn.answer_prefix, false, false));
     total += int64_t(questions.back().size()) + turn.max_new_tokens + 1;
   }
@@ -99,14 +101,14 @@ std::vector<SampleRecord> run_multi_turn(const Model& model, ThreadPool& pool, c
   std::vector<SampleRecord> records;
   std::vector<int32_t> conversation = tokenizer.encode(sample.context, tokenizer.add_bos_by_default(), false);
   for (size_t t = 0; t < sample.turns.size(); ++t) {
-    const TaskTurn& turn = sample.turns[t];
+    const tasks::TaskTurn& turn = sample.turns[t];
     if (t > 0) conversation = live.transcript();
     conversation.insert(conversation.end(), questions[t].begin(), questions[t].end());
     live.prompt(conversation, turn.max_new_tokens);
     const Answer answer = live.answer(turn.max_new_tokens);
     const TurnStats& stats = live.last_turn();
 
-    TaskSample asked = sample;  // scored against this turn's answers
+    tasks::TaskSample asked = sample;  // scored against this turn's answers
     asked.question = turn.question;
     asked.answer_prefix = turn.answer_prefix;
     asked.answers = turn.answers;

@@ -25,15 +25,15 @@ struct RunnerOptions {
 // shared by every method) the full cache's reference for the intrinsic metrics.
 class PreparedSample {
  public:
-  PreparedSample(const SampleSpec& spec, TaskSample sample, const Tokenizer& tokenizer, Protocol protocol);
+  PreparedSample(const SampleSpec& spec, tasks::TaskSample sample, const Tokenizer& tokenizer, Protocol protocol);
   const SampleSpec& spec() const { return spec_; }
-  const TaskSample& sample() const { return sample_; }
+  const tasks::TaskSample& sample() const { return sample_; }
   const PromptTokens& tokens() const { return tokens_; }
   const FullReference& reference(const Model& model, ThreadPool& pool, const RunnerOptions& options);
 
  private:
   SampleSpec spec_;
-  TaskSample sample_;
+  tasks::TaskSample sample_;
   PromptTokens tokens_;
   std::optional<FullReference> reference_;
 };

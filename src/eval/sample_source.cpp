@@ -7,7 +7,9 @@
 
 namespace kvslim::eval {
 
-TaskCatalog generated_tasks() { return {find_task, make_sample, score_output, partial_score}; }
+TaskCatalog generated_tasks() {
+  return {tasks::find_task, tasks::make_sample, tasks::score_output, tasks::partial_score};
+}
 
 SampleSource generated_source(const GridOptions& grid, const TaskCatalog& catalog, const Tokenizer& tokenizer) {
   SampleSource source;
@@ -16,7 +18,7 @@ SampleSource generated_source(const GridOptions& grid, const TaskCatalog& catalo
     const std::optional<double> depth = spec.depth >= 0 ? std::optional<double>(spec.depth) : std::nullopt;
     return catalog.make(spec.task, spec.length, spec.seed, tokenizer, depth);
   };
-  source.score = [catalog](const TaskSample& sample, const std::string& output) {
+  source.score = [catalog](const tasks::TaskSample& sample, const std::string& output) {
     return Scores{catalog.score(sample, output), catalog.partial(sample, output)};
   };
   return source;
@@ -37,7 +39,7 @@ SampleSource longbench_source(std::vector<LongBenchSample> samples) {
   source.make = [by_line](const SampleSpec& spec) {
     const LongBenchSample& sample = by_line->at(spec.seed);
     const LongBenchPrompt prompt = longbench_prompt(sample);
-    TaskSample task;
+    tasks::TaskSample task;
     task.task = sample.dataset;
     task.target_tokens = spec.length;
     task.seed = spec.seed;
@@ -47,7 +49,7 @@ SampleSource longbench_source(std::vector<LongBenchSample> samples) {
     task.max_new_tokens = longbench_dataset(sample.dataset).max_new_tokens;
     return task;
   };
-  source.score = [by_line](const TaskSample& task, const std::string& output) {
+  source.score = [by_line](const tasks::TaskSample& task, const std::string& output) {
     const double score = longbench_score(by_line->at(task.seed), output);
     return Scores{score, score};
   };

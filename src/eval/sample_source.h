@@ -1,5 +1,5 @@
 // Where a sweep's samples come from and how an output is scored: the generated tasks of
-// eval/task.h over a grid (the CLI's default), a LongBench file (--data), or any other source with
+// tasks/task.h over a grid (the CLI's default), a LongBench file (--data), or any other source with
 // the same shape (a fake generator in tests).
 #pragma once
 
@@ -10,7 +10,7 @@
 
 #include "eval/longbench.h"
 #include "eval/sweep_config.h"
-#include "eval/task.h"
+#include "tasks/task.h"
 #include "tokenizer/tokenizer.h"
 
 namespace kvslim::eval {
@@ -22,15 +22,15 @@ struct Scores {
 
 struct SampleSource {
   std::vector<SampleSpec> samples;  // in the sweep's fixed order (shards split it by index)
-  std::function<TaskSample(const SampleSpec&)> make;
-  std::function<Scores(const TaskSample&, const std::string& output)> score;
+  std::function<tasks::TaskSample(const SampleSpec&)> make;
+  std::function<Scores(const tasks::TaskSample&, const std::string& output)> score;
 };
 
 // The generated tasks' interface (task.h), as values so that tests can put a fake in.
 struct TaskCatalog {
-  std::function<const TaskInfo&(const std::string&)> find;
-  std::function<TaskSample(const std::string&, int64_t, uint64_t, const Tokenizer&, std::optional<double>)> make;
-  std::function<double(const TaskSample&, const std::string&)> score, partial;
+  std::function<const tasks::TaskInfo&(const std::string&)> find;
+  std::function<tasks::TaskSample(const std::string&, int64_t, uint64_t, const Tokenizer&, std::optional<double>)> make;
+  std::function<double(const tasks::TaskSample&, const std::string&)> score, partial;
 };
 
 // task.h's registry, generators and scoring.

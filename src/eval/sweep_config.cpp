@@ -114,23 +114,23 @@ Shard parse_shard(const std::string& text) {
 }
 
 std::vector<SampleSpec> expand_grid(const GridOptions& grid,
-                                    const std::function<const TaskInfo&(const std::string&)>& find_task) {
+                                    const std::function<const tasks::TaskInfo&(const std::string&)>& find_task) {
   check_list(grid.tasks, "--tasks");
   check_list(grid.lengths, "--lengths");
   if (!grid.depths.empty()) check_list(grid.depths, "--depths");
   if (grid.samples < 1) fail("--samples must be >= 1 (got {})", grid.samples);
   for (double d : grid.depths)
     if (!(d >= 0 && d <= 1)) fail("--depths: {} is outside [0, 1]", d);
-  std::vector<const TaskInfo*> infos;
+  std::vector<const tasks::TaskInfo*> infos;
   for (const std::string& task : grid.tasks) {
-    const TaskInfo& info = find_task(task);
+    const tasks::TaskInfo& info = find_task(task);
     for (int64_t length : grid.lengths)
       if (length < info.min_tokens)
         fail("--lengths: {} tokens is below the minimum of task {} ({} tokens)", length, task, info.min_tokens);
     infos.push_back(&info);
   }
   std::vector<SampleSpec> specs;
-  for (const TaskInfo* info : infos)
+  for (const tasks::TaskInfo* info : infos)
     for (int64_t length : grid.lengths) {
       const bool grid_depths = info->takes_depth && !grid.depths.empty();
       const std::vector<double> depths = grid_depths ? grid.depths : std::vector<double>{-1};

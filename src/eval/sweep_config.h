@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "eval/task.h"
 #include "press/press.h"
+#include "tasks/task.h"
 
 namespace kvslim::eval {
 
@@ -72,6 +72,7 @@ struct GridOptions {
 // Tasks x lengths x depths (single-needle tasks only) x samples, in that nesting order. Throws
 // for an empty list, an unknown task (via find_task), a length below a task's minimum, a depth
 // outside [0, 1] or a repeated entry.
-std::vector<SampleSpec> expand_grid(const GridOptions& grid, const std::function<const TaskInfo&(const std::string&)>& find_task);
+std::vector<SampleSpec> expand_grid(const GridOptions& grid,
+                                    const std::function<const tasks::TaskInfo&(const std::string&)>& find_task);
 
 }  // namespace kvslim::eval

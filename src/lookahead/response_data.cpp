@@ -1,19 +1,20 @@
 #include "lookahead/response_data.h"
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <tuple>
 
+#include "engine/generate.h"
 #include "engine/session.h"
-#include "eval/haystack.h"
-#include "eval/rng.h"
-#include "eval/task.h"
 #include "model/fingerprint.h"
+#include "tasks/haystack.h"
+#include "tasks/rng.h"
+#include "tasks/task.h"
 #include "util/error.h"
 
 namespace kvslim {
@@ -28,8 +29,8 @@ using Key = std::tuple<std::string, uint64_t, int64_t, int>;  // task, seed, tar
 // Plain haystack text the model continues, cut to `target` tokens.
 std::vector<int32_t> haystack_prompt(const Tokenizer& tokenizer, uint64_t seed, int64_t target) {
   for (int64_t chars = target * 4;; chars *= 2) {
-    eval::Haystack haystack = eval::Haystack::varied(seed);
-    const std::string text = eval::join_with_insertions(haystack.first_chars(chars), {}, haystack.separator());
+    tasks::Haystack haystack = tasks::Haystack::varied(seed);
+    const std::string text = tasks::join_with_insertions(haystack.first_chars(chars), {}, haystack.separator());
     std::vector<int32_t> ids = tokenizer.encode(text, tokenizer.add_bos_by_default(), false);
     if (int64_t(ids.size()) >= target) {
       ids.resize(size_t(target));
@@ -43,7 +44,7 @@ std::vector<int32_t> make_prompt(const Model& model, const std::string& task, ui
                                  int& max_response) {
   const Tokenizer& tokenizer = model.tokenizer();
   if (task == "haystack") return haystack_prompt(tokenizer, seed, target);
-  const eval::TaskSample sample = eval::make_sample(task, target, seed, tokenizer);
+  const tasks::TaskSample sample = tasks::make_sample(task, target, seed, tokenizer);
   max_response = std::min(max_response, sample.max_new_tokens);
   return tokenizer.encode(sample.prompt(), tokenizer.add_bos_by_default(), false);
 }
@@ -153,12 +154,12 @@ std::vector<ResponseSample> response_samples(const Model& model, ThreadPool& poo
   for (int i = 0; i < count; ++i) {
     ResponseSample s;
     s.seed = seed0 + uint64_t(i);
-    eval::Rng rng(s.seed);
+    tasks::Rng rng(s.seed);
     const double u = double(rng.next() >> 11) * 0x1.0p-53;
     s.target_tokens = int64_t(std::lround(double(options.min_tokens) *
                                           std::pow(double(options.max_tokens) / double(options.min_tokens), u)));
     std::vector<std::string> tasks = {"haystack"};
-    for (const eval::TaskInfo& t : eval::task_registry())
+    for (const tasks::TaskInfo& t : tasks::task_registry())
       if (t.min_tokens <= s.target_tokens) tasks.push_back(t.name);
     s.task = rng.pick(tasks);
     s.max_response = options.max_response;

@@ -1,5 +1,5 @@
 // LookaheadKV's training data (LookaheadKV §4.1, scaled to this project): prompts from the
-// evaluation generators (every task of src/eval/task.h whose minimum fits the drawn length, plus
+// evaluation generators (every task of src/tasks/task.h whose minimum fits the drawn length, plus
 // plain haystack text for the model to continue, as the paper's truncated pretraining documents),
 // lengths drawn log-uniformly in [min_tokens, max_tokens], and the frozen model's own greedy
 // response to each (full cache). Responses cost a generation each, so they are cached in a JSONL

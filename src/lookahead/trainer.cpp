@@ -4,11 +4,11 @@
 #include <chrono>
 #include <cmath>
 
-#include "eval/rng.h"
 #include "lookahead/objective.h"
 #include "lookahead/prompt_target.h"
 #include "press/select.h"
-#include "press/snapkv_scores.h"
+#include "press/methods/snapkv.h"
+#include "tasks/rng.h"
 #include "train/adamw.h"
 #include "train/lr_schedule.h"
 #include "util/error.h"
@@ -152,15 +152,16 @@ LookaheadAdapter train_lookahead(const Model& model, ThreadPool& pool, const Loo
   std::vector<float> params(start.embd.begin(), start.embd.end());
   params.insert(params.end(), start.lora.params().begin(), start.lora.params().end());
   const int64_t n_params = int64_t(params.size());
-  std::vector<float> grads(params.size()), sample_grads(params.size()), adam_m(params.size(), 0.0f),
-      adam_v(params.size(), 0.0f);
+  std::vector<float> grads(params.size()), sample_grads(params.size());
+  // Adam over the learned rows and the LoRA as one flat tensor: no weight decay and beta2 0.999,
+  // this trainer's settings before it shared train/'s AdamW.
+  train::AdamW adam({{"lookahead", 0, 1, n_params, false}}, {.beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f, .weight_decay = 0});
 
   train::LrSchedule schedule;
   schedule.lr = options.lr;
   schedule.warmup = options.warmup >= 0 ? options.warmup : options.steps / 20;
   schedule.total_steps = options.steps;
   schedule.validate();
-  constexpr float kBeta1 = 0.9f, kBeta2 = 0.999f, kEps = 1e-8f;
 
   auto heldout_metrics = [&] {
     HeldOutMetrics m = evaluate_heldout(objective, params, heldout, c, options.recall_budget, pool);
@@ -172,7 +173,7 @@ LookaheadAdapter train_lookahead(const Model& model, ThreadPool& pool, const Loo
 
   t0 = Clock::now();
   double eval_seconds = 0;
-  eval::Rng rng(options.seed);
+  tasks::Rng rng(options.seed);
   std::vector<int> order;
   size_t next = 0;
   for (int step = 0; step < options.steps; ++step) {
@@ -192,13 +193,7 @@ LookaheadAdapter train_lookahead(const Model& model, ThreadPool& pool, const Loo
     loss /= options.batch;
     const double norm = train::clip_global_norm(grads.data(), n_params, options.clip, pool);
     const float lr = schedule.at(step);
-    const float c1 = float(1.0 / (1.0 - std::pow(double(kBeta1), step + 1)));
-    const float c2 = float(1.0 / (1.0 - std::pow(double(kBeta2), step + 1)));
-    for (int64_t i = 0; i < n_params; ++i) {
-      adam_m[i] = kBeta1 * adam_m[i] + (1 - kBeta1) * grads[i];
-      adam_v[i] = kBeta2 * adam_v[i] + (1 - kBeta2) * grads[i] * grads[i];
-      params[i] -= lr * (adam_m[i] * c1) / (std::sqrt(adam_v[i] * c2) + kEps);
-    }
+    adam.update(params.data(), grads.data(), lr, pool);
     if (callbacks.progress)
       callbacks.progress({TrainProgress::Phase::Training, step + 1, options.steps, loss, lr, norm});
     const bool last = step + 1 == options.steps;

@@ -17,6 +17,10 @@ namespace kvslim {
 
 class LoraAdapter;
 
+// PressContext::budget() of a request that sets no budget: every prompt token may be kept.
+// Files and reports write it as 0 ("none").
+inline constexpr int64_t kNoBudget = INT64_MAX;
+
 // What a method may see of, and ask from, the running session.
 class PressContext {
  public:

@@ -47,6 +47,15 @@ void ScorerPress::compress_layer(PressContext& ctx, int layer, int64_t budget) {
   }
 }
 
+void ScorerPress::evict_lowest_until_within_budget(PressContext& ctx,
+                                                   const std::function<void(int, int)>& evict_lowest) {
+  if (selection_) return compress(ctx);  // adakv chooses across the layer's heads
+  PagedKvCache& cache = ctx.cache();
+  for (int layer = 0; layer < cache.n_layers(); ++layer)
+    for (int h = 0; h < cache.n_kv_heads(); ++h)
+      while (cache.head(layer, h).size() > ctx.budget()) evict_lowest(layer, h);
+}
+
 int64_t largest_head(PagedKvCache& cache) {
   int64_t largest = 0;
   for (int layer = 0; layer < cache.n_layers(); ++layer) largest = std::max(largest, cache.n_tokens(layer));

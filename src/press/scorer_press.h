@@ -11,6 +11,7 @@
 // Each method's block-wise rule is written down in docs/kv-cache.md.
 #pragma once
 
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -81,6 +82,11 @@ class ScorerPress : public Press {
   // True when a wrapper chooses the kept tokens: methods with a faster per-step path of their
   // own (evict the single lowest) must go through compress() instead.
   bool selection_installed() const { return selection_ != nullptr; }
+  // Decode-time eviction of the methods that drop one token per step (H2O, KeyDiff): each head
+  // above the context's budget drops one token at a time through evict_lowest(layer, kv_head)
+  // (the method's lowest-scored, evicted through keep(), with buffers reused per step) until
+  // within it; with a layer selection installed (adakv), compress() chooses instead.
+  void evict_lowest_until_within_budget(PressContext& ctx, const std::function<void(int, int)>& evict_lowest);
   // After each eviction of (layer, kv_head) to `kept`: state indexed by cache index follows.
   virtual void after_keep(PressContext& ctx, int layer, int kv_head, std::span<const int32_t> kept) {}
 

@@ -113,8 +113,12 @@ void Slot::begin() {
     press_ = c.make_press();  // with --prefill-evict block, the method's block-wise eviction
     if (c.budget) press_->check_budget(*c.budget);
     const int64_t budget = c.resolve_budget(int64_t(job.prompt.size()));
-    session_ = std::make_unique<Session>(model_, pool_, engine_, engine_.context, press_.get(), budget, 0,
-                                         job.sampling.seed);
+    session_ = std::make_unique<Session>(model_, pool_,
+                                         SessionOptions{.engine = engine_,
+                                                        .capacity = engine_.context,
+                                                        .press = press_.get(),
+                                                        .budget = budget,
+                                                        .seed = job.sampling.seed});
     key_ = key;
     // The options as the method runs them: a KV file of a block-wise slot restores block-wise.
     press_options_ = c.press_options;
@@ -145,7 +149,7 @@ void Slot::prefill_block() {
   result_.n_prompt = int(job.prompt.size());
   result_.kept_tokens = double(kv.total_tokens()) / double(heads);
   result_.press = job.compression.press;
-  result_.budget = session_->budget() == INT64_MAX ? 0 : session_->budget();
+  result_.budget = session_->budget() == kNoBudget ? 0 : session_->budget();
   result_.kv_bytes_full = kv_bytes_for(model_.config(), engine_, int64_t(job.prompt.size())) -
                           kv_bytes_for(model_.config(), engine_, 0);
   if (job.kv_map) result_.kv_map = kept_map();
@@ -278,7 +282,7 @@ nlohmann::json Slot::info(bool busy) const {
   if (session_) {
     const PagedKvCache& kv = session_->kv();
     out["press"] = key_.substr(0, key_.find('|'));
-    out["budget"] = session_->budget() == INT64_MAX ? 0 : session_->budget();
+    out["budget"] = session_->budget() == kNoBudget ? 0 : session_->budget();
     out["kept_tokens"] = double(kv.total_tokens()) / (kv.n_layers() * kv.n_kv_heads());
   }
   return out;
@@ -305,10 +309,12 @@ nlohmann::json Slot::restore(const std::string& path) {
   c.press_options = contents.meta.press_options;
   // prefill=block came from --prefill-evict block: key the slot as such requests are keyed.
   if (std::erase(c.press_options, std::string("prefill=block")) > 0) c.prefill_evict = "block";
-  if (contents.meta.budget != INT64_MAX) c.budget = contents.meta.budget;
+  if (contents.meta.budget != kNoBudget) c.budget = contents.meta.budget;
   auto press = c.make_press();
-  auto session = std::make_unique<Session>(model_, pool_, engine_, engine_.context, press.get(),
-                                           contents.meta.budget, 0, 0);
+  auto session = std::make_unique<Session>(
+      model_, pool_,
+      SessionOptions{
+          .engine = engine_, .capacity = engine_.context, .press = press.get(), .budget = contents.meta.budget});
   apply_kv_file(contents, *session);
   // Everything read and applied: only now does the slot change.
   session_ = std::move(session);

@@ -1,13 +1,27 @@
 #include "train/adamw.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "util/error.h"
 
 namespace kvslim::train {
 
-AdamW::AdamW(const ParamLayout& layout, const AdamWConfig& config)
-    : layout_(layout), config_(config), m_(size_t(layout.size())), v_(size_t(layout.size())) {
+namespace {
+
+int64_t buffer_size(const std::vector<ParamTensor>& tensors) {
+  int64_t size = 0;
+  for (const ParamTensor& t : tensors) size = std::max(size, t.offset + t.size());
+  return size;
+}
+
+}  // namespace
+
+AdamW::AdamW(std::vector<ParamTensor> tensors, const AdamWConfig& config)
+    : tensors_(std::move(tensors)),
+      config_(config),
+      m_(size_t(buffer_size(tensors_))),
+      v_(size_t(buffer_size(tensors_))) {
   if (!(config.beta1 >= 0 && config.beta1 < 1) || !(config.beta2 >= 0 && config.beta2 < 1))
     fail("AdamW betas must be in [0, 1), got {} and {}", config.beta1, config.beta2);
   if (!(config.eps > 0) || !(config.weight_decay >= 0))
@@ -19,7 +33,7 @@ void AdamW::update(float* params, const float* grads, float lr, ThreadPool& pool
   const float b1 = config_.beta1, b2 = config_.beta2, eps = config_.eps;
   const float c1 = float(1.0 / (1.0 - std::pow(double(b1), double(steps_))));
   const float c2 = float(1.0 / (1.0 - std::pow(double(b2), double(steps_))));
-  for (const ParamTensor& t : layout_.tensors()) {
+  for (const ParamTensor& t : tensors_) {
     const float decay = t.decay ? lr * config_.weight_decay : 0.0f;
     float* p = params + t.offset;
     const float* g = grads + t.offset;

@@ -21,7 +21,10 @@ struct AdamWConfig {
 
 class AdamW {
  public:
-  AdamW(const ParamLayout& layout, const AdamWConfig& config);
+  AdamW(const ParamLayout& layout, const AdamWConfig& config) : AdamW(layout.tensors(), config) {}
+  // Any flat buffer described by its tensors (offsets into it; decay per tensor): the
+  // LookaheadKV trainer's embeddings and LoRA, one undecayed tensor.
+  AdamW(std::vector<ParamTensor> tensors, const AdamWConfig& config);
 
   // One update with learning rate lr (bias correction by the number of updates so far).
   void update(float* params, const float* grads, float lr, ThreadPool& pool);
@@ -34,7 +37,7 @@ class AdamW {
   void restore(std::vector<float> m, std::vector<float> v, int64_t steps);
 
  private:
-  ParamLayout layout_;
+  std::vector<ParamTensor> tensors_;
   AdamWConfig config_;
   std::vector<float> m_, v_;
   int64_t steps_ = 0;

@@ -1,17 +1,16 @@
 #include "train/data_stream.h"
 
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <filesystem>
 
-#include <unistd.h>
-
-#include "eval/rng.h"
 #include "gguf/gguf.h"
 #include "model/byte_vocab.h"
+#include "tasks/rng.h"
 #include "util/error.h"
 
 namespace kvslim::train {
@@ -55,12 +54,12 @@ Tokenizer load_tokenizer(const std::string& vocab_path) {
 
 int64_t task_min_tokens(const std::string& task) {
   if (task == kInductionTask) return kInductionMinTokens;
-  return eval::find_task(task).min_tokens;
+  return tasks::find_task(task).min_tokens;
 }
 
 TrainSequence induction_sequence(uint64_t seed, int64_t length, const Tokenizer& tokenizer) {
   if (length < kInductionMinTokens) fail("induction sequences need at least {} tokens, not {}", kInductionMinTokens, length);
-  eval::Rng rng(seed);
+  tasks::Rng rng(seed);
   TrainSequence seq;
   if (tokenizer.add_bos_by_default()) seq.tokens.push_back(tokenizer.bos_id());
   const int64_t start = int64_t(seq.tokens.size());
@@ -81,7 +80,7 @@ std::string task_mix_to_string(const std::vector<TaskWeight>& mix) {
   return out;
 }
 
-TrainSequence training_sequence(const eval::TaskSample& sample, const Tokenizer& tokenizer, float prompt_weight) {
+TrainSequence training_sequence(const tasks::TaskSample& sample, const Tokenizer& tokenizer, float prompt_weight) {
   if (tokenizer.eos_id() < 0) fail("the tokenizer has no end-of-sequence token to end training answers with");
   const std::string prompt = sample.prompt();
   std::string answer;
@@ -118,7 +117,7 @@ DataStream::DataStream(const Tokenizer& tokenizer, std::vector<TaskWeight> mix, 
 }
 
 DataStream::SampleSpec DataStream::spec(uint64_t index, int64_t length) const {
-  eval::Rng rng(seed_ * 0x9E3779B97F4A7C15ull ^ (index + 1) * 0xD1B54A32D192ED03ull);
+  tasks::Rng rng(seed_ * 0x9E3779B97F4A7C15ull ^ (index + 1) * 0xD1B54A32D192ED03ull);
   double total = 0;
   for (const TaskWeight& tw : mix_)
     if (task_min_tokens(tw.task) <= length) total += tw.weight;
@@ -139,10 +138,10 @@ DataStream::SampleSpec DataStream::spec(uint64_t index, int64_t length) const {
 
 TrainSequence DataStream::sample(uint64_t index, int64_t length) const {
   const SampleSpec s = spec(index, length);
-  const TrainSequence seq =
-      s.task == kInductionTask
-          ? induction_sequence(s.seed, s.target_tokens, tokenizer_)
-          : training_sequence(eval::make_sample(s.task, s.target_tokens, s.seed, tokenizer_), tokenizer_, prompt_weight_);
+  const TrainSequence seq = s.task == kInductionTask
+                                ? induction_sequence(s.seed, s.target_tokens, tokenizer_)
+                                : training_sequence(tasks::make_sample(s.task, s.target_tokens, s.seed, tokenizer_),
+                                                    tokenizer_, prompt_weight_);
   if (int64_t(seq.tokens.size()) - 1 > context_length_)
     fail("a {} sample of {} tokens (prompt, answer and EOS) exceeds the model's context of {}; raise the context "
          "or shorten the curriculum", s.task, seq.tokens.size(), context_length_);
@@ -152,7 +151,7 @@ TrainSequence DataStream::sample(uint64_t index, int64_t length) const {
 std::string DataStream::sample_text(uint64_t index, int64_t length) const {
   const SampleSpec s = spec(index, length);
   if (s.task == kInductionTask) return "";
-  const eval::TaskSample sample = eval::make_sample(s.task, s.target_tokens, s.seed, tokenizer_);
+  const tasks::TaskSample sample = tasks::make_sample(s.task, s.target_tokens, s.seed, tokenizer_);
   std::string answer;
   for (const std::string& a : sample.answers) answer += (answer.empty() ? " " : ", ") + a;
   return sample.prompt() + answer;

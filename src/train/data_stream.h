@@ -1,5 +1,5 @@
 // The training data: an endless, seeded stream of samples from the evaluation generators
-// (src/eval/task.h), each turned into prompt + answer(s) + EOS with the loss on the answer and
+// (src/tasks/task.h), each turned into prompt + answer(s) + EOS with the loss on the answer and
 // EOS (weight 1) and, lightly, on the prompt (prompt_weight), so the model learns to retrieve
 // rather than to model the haystack.
 //
@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "eval/task.h"
+#include "tasks/task.h"
 #include "tokenizer/tokenizer.h"
 #include "train/train_model.h"
 
@@ -54,7 +54,7 @@ std::string task_mix_to_string(const std::vector<TaskWeight>& mix);
 // answers joined by ", " (after a space unless the prompt ends in whitespace), then EOS.
 // The prompt's tokens are always encode(prompt), the engine's input at evaluation. Throws if
 // the tokenizer has no EOS token.
-TrainSequence training_sequence(const eval::TaskSample& sample, const Tokenizer& tokenizer, float prompt_weight);
+TrainSequence training_sequence(const tasks::TaskSample& sample, const Tokenizer& tokenizer, float prompt_weight);
 
 class DataStream {
  public:

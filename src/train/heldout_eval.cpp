@@ -1,7 +1,8 @@
 #include "train/heldout_eval.h"
 
+#include "engine/generate.h"
 #include "engine/session.h"
-#include "eval/task.h"
+#include "tasks/task.h"
 #include "train/data_stream.h"
 #include "util/error.h"
 
@@ -16,14 +17,14 @@ std::vector<EvalScore> evaluate_heldout(const Model& model, const EvalSpec& spec
     for (const int64_t length : spec.lengths) {
       EvalScore s{task, length, 0.0, spec.samples};
       for (int i = 0; i < spec.samples; ++i) {
-        const eval::TaskSample sample = eval::make_sample(task, length, uint64_t(i), tokenizer);
+        const tasks::TaskSample sample = tasks::make_sample(task, length, uint64_t(i), tokenizer);
         GenerateRequest request;
         request.prompt = tokenizer.encode(sample.prompt(), tokenizer.add_bos_by_default(), false);
         request.n_predict = sample.max_new_tokens;
         request.sampling.temperature = 0;  // greedy
         EngineOptions options;
         options.context = int(request.prompt.size()) + request.n_predict;
-        s.score += eval::score_output(sample, generate(model, pool, options, request).text);
+        s.score += tasks::score_output(sample, generate(model, pool, options, request).text);
       }
       s.score /= spec.samples;
       scores.push_back(s);

@@ -3,9 +3,9 @@
 #include <chrono>
 #include <filesystem>
 
-#include "eval/task.h"
 #include "gguf/gguf.h"
 #include "model/model.h"
+#include "tasks/task.h"
 #include "train/checkpoint.h"
 #include "train/export.h"
 #include "util/error.h"
@@ -36,8 +36,8 @@ void TrainerOptions::validate() const {
   if (eval_every > 0)
     for (const std::string& task : eval.tasks)
       for (const int64_t length : eval.lengths)
-        if (eval::find_task(task).min_tokens > length)
-          fail("held-out task {} needs prompts of at least {} tokens, not {}", task, eval::find_task(task).min_tokens,
+        if (tasks::find_task(task).min_tokens > length)
+          fail("held-out task {} needs prompts of at least {} tokens, not {}", task, tasks::find_task(task).min_tokens,
                length);
 }
 

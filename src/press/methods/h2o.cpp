@@ -139,11 +139,7 @@ class H2oPress final : public ScorerPress {
 
   void after_decode_step(PressContext& ctx) override {
     if (!decode_) return;
-    if (selection_installed()) return compress(ctx);  // adakv chooses across the layer's heads
-    PagedKvCache& cache = ctx.cache();
-    for (int layer = 0; layer < cache.n_layers(); ++layer)
-      for (int h = 0; h < cache.n_kv_heads(); ++h)
-        while (cache.head(layer, h).size() > ctx.budget()) evict_lowest(ctx, layer, h);
+    evict_lowest_until_within_budget(ctx, [&](int layer, int h) { evict_lowest(ctx, layer, h); });
   }
 
  private:

@@ -33,11 +33,7 @@ class KeyDiffPress final : public ScorerPress {
 
   void after_decode_step(PressContext& ctx) override {
     if (!decode_) return;
-    if (selection_installed()) return compress(ctx);  // adakv chooses across the layer's heads
-    PagedKvCache& cache = ctx.cache();
-    for (int layer = 0; layer < cache.n_layers(); ++layer)
-      for (int h = 0; h < cache.n_kv_heads(); ++h)
-        while (cache.head(layer, h).size() > ctx.budget()) evict_lowest(ctx, layer, h);
+    evict_lowest_until_within_budget(ctx, [&](int layer, int h) { evict_lowest(ctx, layer, h); });
   }
 
   std::vector<float> score(PressContext& ctx, int layer, int kv_head) override {
@@ -108,7 +104,7 @@ class KeyDiffPress final : public ScorerPress {
   void evict_lowest(PressContext& ctx, int layer, int kv_head) {
     score_into(ctx, layer, kv_head, scores_);
     all_but_lowest(scores_, int64_t(scores_.size()), keep_);
-    ctx.keep(layer, kv_head, keep_);
+    keep(ctx, layer, kv_head, keep_);
   }
 
   int block_;

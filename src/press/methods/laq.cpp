@@ -20,7 +20,7 @@
 #include "press/attention_accumulator.h"
 #include "press/methods.h"
 #include "press/select.h"
-#include "press/snapkv_scores.h"
+#include "press/methods/snapkv.h"
 #include "tensor/ops.h"
 
 namespace kvslim {

@@ -4,7 +4,7 @@
 #include <algorithm>
 
 #include "press/methods.h"
-#include "press/snapkv_scores.h"
+#include "press/methods/snapkv.h"
 #include "util/error.h"
 
 namespace kvslim {

@@ -98,7 +98,7 @@ class RocketKvPress final : public SparseAttentionPress {
 
   void begin(PressContext& ctx) override {
     const int64_t budget = ctx.budget(), n = ctx.n_prompt();
-    active_ = budget != INT64_MAX && n + ctx.n_predict() > budget;
+    active_ = budget != kNoBudget && n + ctx.n_predict() > budget;
     if (!active_) return;
     check_budget(budget);
     const int d = ctx.config().head_dim;

@@ -2,10 +2,10 @@
 #include <algorithm>
 #include <cctype>
 
-#include "eval/task.h"
+#include "tasks/task.h"
 #include "util/error.h"
 
-namespace kvslim::eval {
+namespace kvslim::tasks {
 namespace {
 
 std::string lowered(const std::string& text) {
@@ -41,4 +41,4 @@ double partial_score(const TaskSample& sample, const std::string& output) {
   return double(matched) / double(key.size());
 }
 
-}  // namespace kvslim::eval
+}  // namespace kvslim::tasks

@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
-#include "eval/rng.h"
+#include "tasks/rng.h"
 
-namespace kvslim::eval::words {
+namespace kvslim::tasks::words {
 
 const std::vector<std::string>& adjectives();
 const std::vector<std::string>& nouns();       // singular, concrete
@@ -22,4 +22,4 @@ const std::vector<std::string>& prepositions();
 // "adjective-noun", RULER's kind of needle key (about 24,000 combinations).
 std::string adjective_noun(Rng& rng);
 
-}  // namespace kvslim::eval::words
+}  // namespace kvslim::tasks::words

@@ -1,4 +1,4 @@
-#include "eval/sizing.h"
+#include "tasks/sizing.h"
 
 #include <algorithm>
 #include <cmath>
@@ -7,7 +7,7 @@
 
 #include "util/error.h"
 
-namespace kvslim::eval {
+namespace kvslim::tasks {
 
 int64_t prompt_tokens(const Tokenizer& tokenizer, std::string_view text) {
   return int64_t(tokenizer.encode(text, tokenizer.add_bos_by_default(), false).size());
@@ -87,4 +87,4 @@ void check_length(const std::string& task, int64_t tokens, int64_t target_tokens
   }
 }
 
-}  // namespace kvslim::eval
+}  // namespace kvslim::tasks

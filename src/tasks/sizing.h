@@ -11,7 +11,7 @@
 
 #include "tokenizer/tokenizer.h"
 
-namespace kvslim::eval {
+namespace kvslim::tasks {
 
 // Tokens the model sees for `text` as a prompt: with BOS when the tokenizer adds one by default.
 int64_t prompt_tokens(const Tokenizer& tokenizer, std::string_view text);
@@ -40,4 +40,4 @@ Fit fit_units(const std::string& task, const std::function<std::string(int64_t)>
 // Throws kvslim::Error naming `task` unless `tokens` is within 1% of the target.
 void check_length(const std::string& task, int64_t tokens, int64_t target_tokens);
 
-}  // namespace kvslim::eval
+}  // namespace kvslim::tasks

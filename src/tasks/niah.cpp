@@ -4,12 +4,12 @@
 
 #include <set>
 
-#include "eval/needle_layout.h"
-#include "eval/task_families.h"
-#include "eval/word_lists.h"
+#include "tasks/needle_layout.h"
+#include "tasks/task_families.h"
+#include "tasks/word_lists.h"
 #include "util/error.h"
 
-namespace kvslim::eval {
+namespace kvslim::tasks {
 namespace {
 
 std::string needle(const std::string& kind, const std::string& key, const std::string& value) {
@@ -138,4 +138,4 @@ TaskSample make_niah(const NiahSpec& spec, const SampleRequest& request) {
   return sample;
 }
 
-}  // namespace kvslim::eval
+}  // namespace kvslim::tasks

@@ -6,10 +6,10 @@
 #include <optional>
 #include <string>
 
-#include "eval/rng.h"
-#include "eval/task.h"
+#include "tasks/rng.h"
+#include "tasks/task.h"
 
-namespace kvslim::eval {
+namespace kvslim::tasks {
 
 struct SampleRequest {
   const TaskInfo& info;
@@ -37,4 +37,4 @@ TaskSample make_variable_tracking(const SampleRequest& request);
 TaskSample make_common_words(const SampleRequest& request);
 TaskSample make_frequent_words(const SampleRequest& request);
 
-}  // namespace kvslim::eval
+}  // namespace kvslim::tasks

@@ -11,13 +11,13 @@
 #include <set>
 #include <sstream>
 
-#include "eval/haystack.h"
-#include "eval/sizing.h"
-#include "eval/task.h"
+#include "tasks/haystack.h"
+#include "tasks/sizing.h"
+#include "tasks/task.h"
 #include "test_models.h"
 #include "util/error.h"
 
-namespace kvslim::eval {
+namespace kvslim::tasks {
 namespace {
 
 namespace fs = std::filesystem;
@@ -465,4 +465,4 @@ TEST(EvalSizing, ClosestCountAgreesWithAScanOverEveryCount) {
 }
 
 }  // namespace
-}  // namespace kvslim::eval
+}  // namespace kvslim::tasks

@@ -6,11 +6,11 @@
 #include <cmath>
 #include <set>
 
-#include "eval/sizing.h"
-#include "eval/task_families.h"
-#include "eval/word_lists.h"
+#include "tasks/sizing.h"
+#include "tasks/task_families.h"
+#include "tasks/word_lists.h"
 
-namespace kvslim::eval {
+namespace kvslim::tasks {
 namespace {
 
 // Distinct words for the common-words list: our single words in an order drawn by the seed,
@@ -141,4 +141,4 @@ TaskSample make_frequent_words(const SampleRequest& request) {
   return sample;
 }
 
-}  // namespace kvslim::eval
+}  // namespace kvslim::tasks

@@ -10,9 +10,9 @@
 #include <string_view>
 #include <vector>
 
-#include "eval/rng.h"
+#include "tasks/rng.h"
 
-namespace kvslim::eval {
+namespace kvslim::tasks {
 
 class Haystack {
  public:
@@ -55,4 +55,4 @@ struct Insertion {
 std::string join_with_insertions(const std::vector<std::string_view>& sentences,
                                  const std::vector<Insertion>& insertions, const std::string& separator);
 
-}  // namespace kvslim::eval
+}  // namespace kvslim::tasks

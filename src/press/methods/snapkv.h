@@ -1,6 +1,7 @@
-// SnapKV's scoring (SnapKV §4.2), shared by snapkv and pyramidkv: the last `window` prompt
-// queries vote with their attention probabilities on the prefix (summed over the window, group
-// mean), the votes are pooled along the sequence, and the window itself is always kept.
+// SnapKV (SnapKV §4.2; the method snapkv is methods/snapkv.cpp), whose scorer pyramidkv and laq
+// reuse: the last `window` prompt queries vote with their attention probabilities on the prefix
+// (summed over the window, group mean), the votes are pooled along the sequence, and the window
+// itself is always kept.
 #pragma once
 
 #include <string>

@@ -1,11 +1,11 @@
-#include "eval/needle_layout.h"
+#include "tasks/needle_layout.h"
 
 #include <algorithm>
 #include <cmath>
 
-#include "eval/sizing.h"
+#include "tasks/sizing.h"
 
-namespace kvslim::eval {
+namespace kvslim::tasks {
 
 int depth_percent(size_t index) {
   // round(index * 100 / 39); never a tie, since 100 * index / 39 is an integer or has a remainder
@@ -73,4 +73,4 @@ TaskSample build_needle_sample(const std::string& task, int64_t target_tokens, c
   return sample;
 }
 
-}  // namespace kvslim::eval
+}  // namespace kvslim::tasks

@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-namespace kvslim::eval {
+namespace kvslim::tasks {
 
 class Rng {
  public:
@@ -79,4 +79,4 @@ inline std::string random_uuid(Rng& rng) {
   return out;
 }
 
-}  // namespace kvslim::eval
+}  // namespace kvslim::tasks

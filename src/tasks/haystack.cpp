@@ -1,11 +1,11 @@
-#include "eval/haystack.h"
+#include "tasks/haystack.h"
 
 #include <algorithm>
 
-#include "eval/word_lists.h"
+#include "tasks/word_lists.h"
 #include "util/error.h"
 
-namespace kvslim::eval {
+namespace kvslim::tasks {
 namespace {
 
 std::string capitalised(std::string text) {
@@ -92,4 +92,4 @@ std::string join_with_insertions(const std::vector<std::string_view>& sentences,
   return out;
 }
 
-}  // namespace kvslim::eval
+}  // namespace kvslim::tasks

@@ -5,10 +5,10 @@
 
 #include <set>
 
-#include "eval/needle_layout.h"
-#include "eval/task_families.h"
+#include "tasks/needle_layout.h"
+#include "tasks/task_families.h"
 
-namespace kvslim::eval {
+namespace kvslim::tasks {
 
 TaskSample make_variable_tracking(const SampleRequest& request) {
   constexpr int kHops = 4;
@@ -38,4 +38,4 @@ TaskSample make_variable_tracking(const SampleRequest& request) {
   return build_needle_sample(request.info.name, request.target_tokens, layout, haystack, request.tokenizer);
 }
 
-}  // namespace kvslim::eval
+}  // namespace kvslim::tasks

@@ -8,11 +8,11 @@
 #include <string>
 #include <vector>
 
-#include "eval/haystack.h"
-#include "eval/rng.h"
-#include "eval/task.h"
+#include "tasks/haystack.h"
+#include "tasks/rng.h"
+#include "tasks/task.h"
 
-namespace kvslim::eval {
+namespace kvslim::tasks {
 
 struct NeedleLayout {
   std::string intro;                 // opens the context; ends with a newline
@@ -43,4 +43,4 @@ std::vector<int> draw_percents(Rng& rng, size_t count);
 // The requested depth, or one drawn from RULER's grid when none was given.
 double depth_or_drawn(std::optional<double> depth, Rng& rng);
 
-}  // namespace kvslim::eval
+}  // namespace kvslim::tasks

@@ -1,11 +1,11 @@
 // The task registry and make_sample: validation, the per-sample seed, and the builder of each task.
 #include <functional>
 
-#include "eval/task.h"
-#include "eval/task_families.h"
+#include "tasks/task.h"
+#include "tasks/task_families.h"
 #include "util/error.h"
 
-namespace kvslim::eval {
+namespace kvslim::tasks {
 namespace {
 
 struct TaskEntry {
@@ -96,4 +96,4 @@ TaskSample make_sample(const std::string& task, int64_t target_tokens, uint64_t 
   return sample;
 }
 
-}  // namespace kvslim::eval
+}  // namespace kvslim::tasks

@@ -1,9 +1,9 @@
 // Passkey retrieval (Mohtashami & Jaggi, "Landmark Attention"): a key hidden in the noise
 // haystack, asked for at the end.
-#include "eval/needle_layout.h"
-#include "eval/task_families.h"
+#include "tasks/needle_layout.h"
+#include "tasks/task_families.h"
 
-namespace kvslim::eval {
+namespace kvslim::tasks {
 
 TaskSample make_passkey(int digits, const SampleRequest& request) {
   Rng& rng = request.rng;
@@ -23,4 +23,4 @@ TaskSample make_passkey(int digits, const SampleRequest& request) {
   return build_needle_sample(request.info.name, request.target_tokens, layout, haystack, request.tokenizer);
 }
 
-}  // namespace kvslim::eval
+}  // namespace kvslim::tasks

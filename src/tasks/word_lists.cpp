@@ -1,6 +1,6 @@
-#include "eval/word_lists.h"
+#include "tasks/word_lists.h"
 
-namespace kvslim::eval::words {
+namespace kvslim::tasks::words {
 
 const std::vector<std::string>& adjectives() {
   static const std::vector<std::string> list = {
@@ -100,4 +100,4 @@ const std::vector<std::string>& prepositions() {
 
 std::string adjective_noun(Rng& rng) { return rng.pick(adjectives()) + "-" + rng.pick(nouns()); }
 
-}  // namespace kvslim::eval::words
+}  // namespace kvslim::tasks::words

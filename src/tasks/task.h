@@ -9,7 +9,7 @@
 
 #include "tokenizer/tokenizer.h"
 
-namespace kvslim::eval {
+namespace kvslim::tasks {
 
 // One generated sample. The prompt is context + question + answer_prefix; the query-aware
 // protocol compresses all of it, the query-agnostic one compresses `context` only and appends
@@ -63,4 +63,4 @@ double score_output(const TaskSample& sample, const std::string& output);
 // digit run reproduces in place. Other tasks: the same as score_output.
 double partial_score(const TaskSample& sample, const std::string& output);
 
-}  // namespace kvslim::eval
+}  // namespace kvslim::tasks
