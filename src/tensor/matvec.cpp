@@ -58,27 +58,35 @@ struct LoadBF16 {
 };
 
 // One row's dot product. pf: how far ahead (bytes) of the current position to prefetch.
+// Each pass covers 128 bytes of the row (two cache lines, two prefetches): 64 values of f16 /
+// bf16 in four accumulators, 32 of f32 in two. For the 2-byte types, four accumulators over 64
+// values measured 1.2x (f16) and 1.2-1.3x (bf16) the bytes per CPU-second of two over 32 on an
+// 8192x2048 matvec, one thread, interleaved A/B runs; for f32 the wider pass measured slower,
+// so f32 keeps the two-accumulator pass.
 template <class L>
 inline float dot_row_float(const uint8_t* row, const float* x, int64_t n, size_t pf) {
+  constexpr int kStep = 128 / L::kBytes;
   __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+  __m512 acc2 = _mm512_setzero_ps(), acc3 = _mm512_setzero_ps();
   int64_t i = 0;
-  for (; i + 32 <= n; i += 32) {
+  for (; i + kStep <= n; i += kStep) {
     // (uintptr_t arithmetic: the address may lie past the matrix; prefetches never fault)
     const char* ahead = reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(row) + pf + i * L::kBytes);
     _mm_prefetch(ahead, _MM_HINT_T0);
-    if constexpr (L::kBytes == 4) _mm_prefetch(ahead + 64, _MM_HINT_T0);
+    _mm_prefetch(ahead + 64, _MM_HINT_T0);
     acc0 = _mm512_fmadd_ps(L::load(row, i), _mm512_loadu_ps(x + i), acc0);
     acc1 = _mm512_fmadd_ps(L::load(row, i + 16), _mm512_loadu_ps(x + i + 16), acc1);
+    if constexpr (kStep == 64) {
+      acc2 = _mm512_fmadd_ps(L::load(row, i + 32), _mm512_loadu_ps(x + i + 32), acc2);
+      acc3 = _mm512_fmadd_ps(L::load(row, i + 48), _mm512_loadu_ps(x + i + 48), acc3);
+    }
   }
-  if (i + 16 <= n) {
-    acc0 = _mm512_fmadd_ps(L::load(row, i), _mm512_loadu_ps(x + i), acc0);
-    i += 16;
-  }
+  for (; i + 16 <= n; i += 16) acc0 = _mm512_fmadd_ps(L::load(row, i), _mm512_loadu_ps(x + i), acc0);
   if (i < n) {
     const __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1);
     acc1 = _mm512_fmadd_ps(L::load_tail(row, i, m), _mm512_maskz_loadu_ps(m, x + i), acc1);
   }
-  return _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
+  return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(acc0, acc1), _mm512_add_ps(acc2, acc3)));
 }
 
 #elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
@@ -244,7 +252,7 @@ void matvec_range(const WeightView& w, const void* xprep, int64_t r0, int64_t r1
   const int64_t n = w.cols;
   // Software prefetch runs at least 4 KiB (about one row) ahead: rows are only a page or so
   // long, too short for the hardware prefetchers to ramp up on each row by themselves.
-  const size_t pf = std::max<size_t>(row_bytes(w.type, w.cols), 4096);
+    const size_t pf = std::max<size_t>(row_bytes(w.type, w.cols), 4096);
   switch (w.type) {
     case DType::F32:
       for (int64_t r = r0; r < r1; ++r) y[r] = dot_row_float<LoadF32>(w.row(r), static_cast<const float*>(xprep), n, pf);
