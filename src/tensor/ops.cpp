@@ -62,12 +62,6 @@ inline __m256 exp256(__m256 x) {
   return _mm256_blendv_ps(_mm256_andnot_ps(underflow, res), _mm256_set1_ps(INFINITY), overflow);
 }
 
-inline float hsum256(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
 #endif
 
 }  // namespace
@@ -91,7 +85,7 @@ void rmsnorm(const float* x, const float* weight, float* y, int64_t n, float eps
     a0 = _mm256_fmadd_ps(v0, v0, a0);
     a1 = _mm256_fmadd_ps(v1, v1, a1);
   }
-  ss = hsum256(_mm256_add_ps(a0, a1));
+  ss = detail::hsum256(_mm256_add_ps(a0, a1));
 #endif
   for (; i < n; ++i) ss += static_cast<double>(x[i]) * x[i];
   const float scale = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(n) + eps));
@@ -155,7 +149,7 @@ void softmax_inplace(float* x, int64_t n) {
       _mm256_storeu_ps(x + i, e);
       vsum = _mm256_add_ps(vsum, e);
     }
-    sum = hsum256(vsum);
+    sum = detail::hsum256(vsum);
   }
 #endif
   for (; i < n; ++i) {
@@ -240,7 +234,7 @@ float dot(const float* a, const float* b, int64_t n) {
     a0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), a0);
     a1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), a1);
   }
-  s = hsum256(_mm256_add_ps(a0, a1));
+  s = detail::hsum256(_mm256_add_ps(a0, a1));
 #endif
   for (; i < n; ++i) s += a[i] * b[i];
   return s;

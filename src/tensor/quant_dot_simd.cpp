@@ -31,13 +31,6 @@ namespace kvslim::detail {
 #if defined(KVSLIM_QDOT_AVX2)
 namespace {
 
-inline float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
 inline __m256i load32(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
 inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
 
@@ -120,7 +113,7 @@ float dot_legacy(DType type, const uint8_t* row, const QuantActivations& xa, siz
     }
     accs[b & 1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot_u8s8<kVnni>(init, w, x)), _mm256_set1_ps(dd), accs[b & 1]);
   }
-  return hsum(_mm256_add_ps(accs[0], accs[1])) + corr;
+  return hsum256(_mm256_add_ps(accs[0], accs[1])) + corr;
 }
 
 // Shuffle that spreads int16 scale `s` of a 128-bit lane holding 8 int16 over all 8 int16 of
@@ -268,7 +261,7 @@ float dot_k(DType type, const uint8_t* row, const QuantActivations& xa, size_t p
       }
     }
   }
-  return hsum(_mm256_add_ps(acc, acc_min));
+  return hsum256(_mm256_add_ps(acc, acc_min));
 }
 
 template <bool kVnni>
