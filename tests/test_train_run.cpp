@@ -238,6 +238,36 @@ TEST(TrainRun, ResumeEqualsUninterruptedRun) {
   EXPECT_EQ(exported->output_is_tied(), true);
 }
 
+TEST(TrainRun, InitFromStartsAtTheModelsWeightsWithALongerContext) {
+  TrainerOptions first = tiny_run("init-source");
+  const std::vector<float> trained = run_params(first, -1);  // exported in f32: exact
+
+  TrainerOptions options = tiny_run("init-continued");
+  options.init_from = first.out_path;
+  options.model.dim = 64;  // the file's shape wins
+  options.model.context_length = 400;
+  options.curriculum = "256:1,400";
+  ThreadPool pool(2);
+  Trainer trainer(options, pool);
+  EXPECT_FALSE(trainer.resumed());
+  EXPECT_EQ(trainer.options().model.dim, 32);
+  EXPECT_EQ(trainer.options().model.context_length, 400);
+  EXPECT_TRUE(trainer.options().tied_output);
+  const std::vector<float>& start = trainer.model().params();
+  ASSERT_EQ(start.size(), trained.size());
+  EXPECT_EQ(std::memcmp(start.data(), trained.data(), trained.size() * sizeof(float)), 0);
+  trainer.run({});
+  EXPECT_EQ(trainer.step(), 6);
+  EXPECT_EQ(Model::load(options.out_path)->config().context_length, 400);
+
+  options.model.context_length = 300;  // shorter than the file's 320
+  options.curriculum = "256";
+  EXPECT_THROW(Trainer(options, pool), Error);
+  options.model.context_length = 400;
+  options.vocab_path = first.out_path;  // the tokenizer comes from the model
+  EXPECT_THROW(Trainer(options, pool), Error);
+}
+
 TEST(TrainRun, HeldOutEvaluationCoversEveryTaskAndLength) {
   const auto model = Model::load(kvslim::testing::make_model(kvslim::testing::TinyModel{}));
   ThreadPool pool(2);

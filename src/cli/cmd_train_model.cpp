@@ -185,6 +185,9 @@ void add_train_model_command(CLI::App& app) {
   cmd->add_option("--rope-base", c.rope_base, "RoPE frequency base")->capture_default_str();
   cmd->add_flag("--untied", opt->untied, "a separate output matrix (default: tied to the token embedding)");
   cmd->add_option("--vocab-from", t.vocab_path, "tokenizer GGUF (e.g. from train-tokenizer; default: byte vocabulary)");
+  cmd->add_option("--init-from", t.init_from,
+                  "start from this trained model's weights and tokenizer (its shape; --ctx may grow) instead of a "
+                  "random initialisation");
   cmd->add_option("--steps", t.step.schedule.total_steps, "optimizer steps")->capture_default_str();
   cmd->add_option("--lr", t.step.schedule.lr, "peak learning rate")->capture_default_str();
   cmd->add_option("--warmup", t.step.schedule.warmup, "linear warmup steps")->capture_default_str();

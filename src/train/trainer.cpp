@@ -8,6 +8,7 @@
 #include "tasks/task.h"
 #include "train/checkpoint.h"
 #include "train/export.h"
+#include "train/init_from.h"
 #include "util/error.h"
 
 namespace kvslim::train {
@@ -29,6 +30,8 @@ void TrainerOptions::validate() const {
   if (checkpoint_every < 0 || eval_every < 0) fail("--checkpoint-every and --eval-every must be >= 0");
   if (resume && checkpoint_path.empty()) fail("--resume needs --checkpoint FILE");
   if (checkpoint_every > 0 && checkpoint_path.empty()) fail("--checkpoint-every needs --checkpoint FILE");
+  if (!init_from.empty() && !vocab_path.empty())
+    fail("--init-from takes the tokenizer from its model; drop --vocab-from");
   if (out_path.empty()) fail("an output model path (-o) is required");
   if (eval_every > 0 && (eval.tasks.empty() || eval.lengths.empty()))
     fail("held-out evaluation needs at least one task and one length");
@@ -58,6 +61,13 @@ Trainer::Trainer(const TrainerOptions& options, ThreadPool& pool) : options_(opt
     options_.prompt_weight = float(run_key(*ck, "train.run.prompt_weight").f);
     options_.batch_tokens = int64_t(run_key(*ck, "train.run.batch_tokens").u);
     vocab_source_ = options_.checkpoint_path;  // the checkpoint carries the tokenizer keys
+  } else if (!options_.init_from.empty()) {
+    const int64_t context = options_.model.context_length;
+    options_.model = read_model_shape(options_.init_from, options_.tied_output);
+    if (context < options_.model.context_length)
+      fail("--ctx {} is shorter than {}'s context {}", context, options_.init_from, options_.model.context_length);
+    options_.model.context_length = int(context);
+    vocab_source_ = options_.init_from;  // the model carries its tokenizer keys
   } else {
     vocab_source_ = options_.vocab_path;
   }
@@ -77,6 +87,8 @@ Trainer::Trainer(const TrainerOptions& options, ThreadPool& pool) : options_(opt
     model_->params() = std::move(ck->params);
     optimizer_->restore(std::move(ck->adam_m), std::move(ck->adam_v), ck->step);
     data_->set_position(ck->data_position);
+  } else if (!options_.init_from.empty()) {
+    load_model_params(options_.init_from, *model_);
   } else {
     model_->init_params(options_.seed);
   }

@@ -47,6 +47,10 @@ struct TrainerOptions {
   std::string checkpoint_path;  // empty: no checkpoints
   int64_t checkpoint_every = 0; // steps; 0: only at the end
   bool resume = false;          // continue from checkpoint_path when it exists
+  // Start from a trained model's weights and tokenizer instead of a random initialisation (a
+  // fresh optimiser and schedule): its architecture replaces `model` except context_length,
+  // which may grow so the model learns longer prompts. A checkpoint being resumed wins.
+  std::string init_from;
   // Held-out evaluation of the exported model every eval_every steps (0: never) and at the end
   // when eval_every > 0.
   int64_t eval_every = 0;
