@@ -36,8 +36,31 @@ void quantize_row_q8_k(const float* x, BlockQ8_K* y, int64_t n) {
 
 size_t quant_activation_bytes(DType type, int64_t n) {
   if (dtype_block_size(type) == kQK) return static_cast<size_t>(n / kQK) * sizeof(BlockQ8_K) + 64;
-  return q8_activation_bytes(n) + align_up(static_cast<size_t>(n / kQ8Block) * 4, 64);
+  const size_t legacy = q8_activation_bytes(n) + align_up(static_cast<size_t>(n / kQ8Block) * 4, 64);
+  if (type != DType::Q4_0) return legacy;
+  const size_t groups = static_cast<size_t>(n / kQ8Block / 4);
+  return legacy + groups * 128 + groups * 16 * sizeof(int32_t);
 }
+
+namespace {
+
+// The Q4_0 group layout of QuantActivations (q4_halves, q4_init) from the q8_0 activations.
+void prepare_q4_groups(const int8_t* q, int64_t n, int8_t* halves, int32_t* init) {
+  for (int64_t g = 0; g < n / kQ8Block / 4; ++g) {
+    const int8_t* blocks = q + g * 4 * kQ8Block;
+    for (int j = 0; j < 4; ++j) {
+      std::memcpy(halves + g * 128 + 16 * j, blocks + j * kQ8Block, 16);
+      std::memcpy(halves + g * 128 + 64 + 16 * j, blocks + j * kQ8Block + 16, 16);
+      for (int k = 0; k < 4; ++k) {
+        int32_t s = 0;
+        for (int i = 0; i < 4; ++i) s += blocks[j * kQ8Block + 4 * k + i] + blocks[j * kQ8Block + 16 + 4 * k + i];
+        init[g * 16 + 4 * j + k] = -8 * s;
+      }
+    }
+  }
+}
+
+}  // namespace
 
 QuantActivations prepare_quant_activations(DType type, const float* x, int64_t n, void* buffer) {
   QuantActivations a;
@@ -61,6 +84,15 @@ QuantActivations prepare_quant_activations(DType type, const float* x, int64_t n
   a.d = q8.scale;
   a.sum = sums;
   a.lane_corr = q8.lane_corr;
+  if (type == DType::Q4_0) {
+    // 64-byte aligned: the legacy part's size is a multiple of 64, and groups * 128 is too.
+    auto* halves = reinterpret_cast<int8_t*>(static_cast<uint8_t*>(buffer) + q8_activation_bytes(n) +
+                                             align_up(static_cast<size_t>(n / kQ8Block) * 4, 64));
+    auto* init = reinterpret_cast<int32_t*>(halves + (n / kQ8Block / 4) * 128);
+    prepare_q4_groups(q8.q, n, halves, init);
+    a.q4_halves = halves;
+    a.q4_init = init;
+  }
   return a;
 }
 

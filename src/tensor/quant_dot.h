@@ -25,6 +25,13 @@ struct QuantActivations {
   const float* d = nullptr;
   const int32_t* sum = nullptr;        // sum of each block's q
   const int32_t* lane_corr = nullptr;  // per 4 consecutive q: -128 * their sum (Q8Activations)
+  // Q4_0 only, per group of 4 whole blocks, for the AVX-512 kernel that multiplies 4 blocks' low
+  // nibbles in one instruction and their high nibbles in a second: `q4_halves` holds the group's
+  // 128 q as [first 16 of blocks 0..3][last 16 of blocks 0..3], and `q4_init` 16 int32 per
+  // group, lane 4j + k being -8 * (sum of block j's q[4k..4k+3] and q[16+4k..16+4k+3]): the
+  // offset of q4_0's levels, started in the lane whose products it corrects.
+  const int8_t* q4_halves = nullptr;
+  const int32_t* q4_init = nullptr;
   // K-quants: n / 256 super-blocks.
   const BlockQ8_K* k = nullptr;
 };

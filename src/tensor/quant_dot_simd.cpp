@@ -116,6 +116,55 @@ float dot_legacy(DType type, const uint8_t* row, const QuantActivations& xa, siz
   return hsum256(_mm256_add_ps(accs[0], accs[1])) + corr;
 }
 
+#if defined(KVSLIM_QDOT_VNNI) && defined(__AVX512F__) && defined(__AVX512BW__)
+#define KVSLIM_QDOT_Q4_0_512 1
+// Q4_0 on the VNNI path, four blocks per pair of 512-bit vpdpbusd: q4_0 is the legacy type
+// people run, and its one-block-per-instruction loop is bound by instructions, not memory. The
+// four blocks' 64 nibble bytes are unpacked at once into low and high halves, which meet the
+// activations in the same order (QuantActivations::q4_halves), and the four f32 scales come from
+// one conversion. Blocks after the last whole group of 4 go through dot_legacy's arithmetic.
+float dot_q4_0_512(const uint8_t* row, const QuantActivations& xa, size_t pf) {
+  constexpr size_t kBytes = sizeof(BlockQ4_0);
+  const int64_t nb = xa.n / kQ4Block;
+  const __m512i low4 = _mm512_set1_epi8(0x0F);
+  // Lanes 4j .. 4j + 3 take block j's scale.
+  const __m512i scale_index = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
+  __m512 acc = _mm512_setzero_ps();
+  int64_t b = 0;
+  for (; b + 4 <= nb; b += 4) {
+    const uint8_t* g = row + b * kBytes;
+    _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(g) + pf), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(g) + pf + 64), _MM_HINT_T0);
+    __m512i qs = _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(g + 2)));
+    qs = _mm512_inserti32x4(qs, _mm_loadu_si128(reinterpret_cast<const __m128i*>(g + kBytes + 2)), 1);
+    qs = _mm512_inserti32x4(qs, _mm_loadu_si128(reinterpret_cast<const __m128i*>(g + 2 * kBytes + 2)), 2);
+    qs = _mm512_inserti32x4(qs, _mm_loadu_si128(reinterpret_cast<const __m128i*>(g + 3 * kBytes + 2)), 3);
+    const int64_t group = b / 4;
+    __m512i isum = _mm512_loadu_si512(xa.q4_init + group * 16);
+    isum = _mm512_dpbusd_epi32(isum, _mm512_and_si512(qs, low4), _mm512_loadu_si512(xa.q4_halves + group * 128));
+    isum = _mm512_dpbusd_epi32(isum, _mm512_and_si512(_mm512_srli_epi16(qs, 4), low4),
+                               _mm512_loadu_si512(xa.q4_halves + group * 128 + 64));
+    uint16_t d[4];
+    for (int j = 0; j < 4; ++j) std::memcpy(&d[j], g + j * kBytes, 2);
+    uint64_t d4;
+    std::memcpy(&d4, d, 8);
+    const __m128 wd = _mm_cvtph_ps(_mm_cvtsi64_si128(static_cast<long long>(d4)));
+    const __m512 dd = _mm512_permutexvar_ps(scale_index, _mm512_castps128_ps512(_mm_mul_ps(wd, _mm_loadu_ps(xa.d + b))));
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), dd, acc);
+  }
+  float tail = 0;
+  for (; b < nb; ++b) {
+    const uint8_t* blk = row + b * kBytes;
+    const __m256i init = _mm256_srai_epi32(load32(xa.lane_corr + b * 8), 4);
+    const __m256i isum = _mm256_dpbusd_epi32(init, nibbles32(blk + 2), load32(xa.q + b * kQ4Block));
+    uint16_t dh;
+    std::memcpy(&dh, blk, 2);
+    tail += hsum256(_mm256_mul_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(h2f(dh) * xa.d[b])));
+  }
+  return _mm512_reduce_add_ps(acc) + tail;
+}
+#endif
+
 // Shuffle that spreads int16 scale `s` of a 128-bit lane holding 8 int16 over all 8 int16 of
 // the lane (bytes 2s, 2s + 1 repeated).
 inline __m128i spread_index(int s) {
@@ -269,6 +318,12 @@ void dot_rows(const WeightView& w, const QuantActivations& xa, int64_t r0, int64
   // Prefetch about 4 KiB ahead (rows are short; see matvec.cpp).
   const size_t pf = std::max<size_t>(row_bytes(w.type, w.cols), 4096);
   const bool k = dtype_block_size(w.type) == kQK;
+#if defined(KVSLIM_QDOT_Q4_0_512)
+  if (kVnni && w.type == DType::Q4_0) {
+    for (int64_t r = r0; r < r1; ++r) y[r - r0] = dot_q4_0_512(w.row(r), xa, pf);
+    return;
+  }
+#endif
   for (int64_t r = r0; r < r1; ++r) {
     y[r - r0] = k ? dot_k<kVnni>(w.type, w.row(r), xa, pf) : dot_legacy<kVnni>(w.type, w.row(r), xa, pf);
   }
