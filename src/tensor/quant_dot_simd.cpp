@@ -165,6 +165,24 @@ float dot_q4_0_512(const uint8_t* row, const QuantActivations& xa, size_t pf) {
 }
 #endif
 
+// q4_K / q5_K's twelve scale bytes as the 8 scales and the 8 mins, one byte each (in the low
+// 8 bytes of sc8 / mn8), computed four at a time in 32-bit words from the layout that
+// k4_scale_min (quant_blocks.h) reads one value at a time: bytes 0-3 hold scales 0-3 in their
+// low 6 bits, bytes 4-7 mins 0-3; scales / mins 4-7 take their low 4 bits from the nibbles of
+// bytes 8-11 and their top 2 bits from the top bits of bytes 0-3 / 4-7.
+inline void k4_scales_mins(const uint8_t* scales, __m128i& sc8, __m128i& mn8) {
+  uint32_t w0, w1, w2;
+  std::memcpy(&w0, scales, 4);
+  std::memcpy(&w1, scales + 4, 4);
+  std::memcpy(&w2, scales + 8, 4);
+  const uint32_t low6 = 0x3F3F3F3Fu, low4 = 0x0F0F0F0Fu, low2 = 0x03030303u;
+  const uint32_t sc_lo = w0 & low6, mn_lo = w1 & low6;
+  const uint32_t sc_hi = (w2 & low4) | (((w0 >> 6) & low2) << 4);
+  const uint32_t mn_hi = ((w2 >> 4) & low4) | (((w1 >> 6) & low2) << 4);
+  sc8 = _mm_cvtsi64_si128(static_cast<long long>(uint64_t(sc_lo) | (uint64_t(sc_hi) << 32)));
+  mn8 = _mm_cvtsi64_si128(static_cast<long long>(uint64_t(mn_lo) | (uint64_t(mn_hi) << 32)));
+}
+
 // Shuffle that spreads int16 scale `s` of a 128-bit lane holding 8 int16 over all 8 int16 of
 // the lane (bytes 2s, 2s + 1 repeated).
 inline __m128i spread_index(int s) {
@@ -249,14 +267,13 @@ float dot_k(DType type, const uint8_t* row, const QuantActivations& xa, size_t p
         const bool five = type == DType::Q5_K;
         const uint8_t* scales = blkp + 4;
         const uint8_t* qs = blkp + (five ? 48 : 16);
-        alignas(32) int16_t sc[8], mn[16];
-        for (int j = 0; j < 8; ++j) {
-          int s, m;
-          k4_scale_min(scales, j, s, m);
-          sc[j] = static_cast<int16_t>(s);
-          mn[2 * j] = mn[2 * j + 1] = static_cast<int16_t>(m);
-        }
-        const __m256i s = broadcast8x16(sc);
+        // The 8 six-bit scales and mins, unpacked in registers (a scalar loop through memory
+        // cost a store-to-load forwarding stall per super-block).
+        __m128i sc8, mn8;
+        k4_scales_mins(scales, sc8, mn8);
+        const __m256i s = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sc8));
+        // Each min twice: one per 16-value activation sum.
+        const __m256i mins16 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mn8, mn8));
         const __m256i qh = five ? load32(blkp + 16) : _mm256_setzero_si256();
 #pragma GCC unroll 4
         for (int p = 0; p < 4; ++p) {
@@ -274,21 +291,21 @@ float dot_k(DType type, const uint8_t* row, const QuantActivations& xa, size_t p
         uint16_t dh, mh;
         std::memcpy(&dh, blkp, 2);
         std::memcpy(&mh, blkp + 2, 2);
-        const __m256i msum = _mm256_madd_epi16(bsums, _mm256_load_si256(reinterpret_cast<const __m256i*>(mn)));
+        const __m256i msum = _mm256_madd_epi16(bsums, mins16);
         acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(x.d * h2f(dh)), acc);
         acc_min = _mm256_fmadd_ps(_mm256_cvtepi32_ps(msum), _mm256_set1_ps(-x.d * h2f(mh)), acc_min);
         break;
       }
       default: {  // Q6_K
         const auto& blk = *reinterpret_cast<const BlockQ6_K*>(blkp);
-        alignas(32) int16_t sc[16];
-        for (int j = 0; j < 16; ++j) sc[j] = blk.scales[j];
+        // The 16 int8 scales widened in registers (not through a stack array: see q4_K).
+        const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.scales)));
 #pragma GCC unroll 2
         for (int h = 0; h < 2; ++h) {
           const __m256i l0 = load32(blk.ql + 64 * h);
           const __m256i l1 = load32(blk.ql + 64 * h + 32);
           const __m256i hb = load32(blk.qh + 32 * h);
-          const __m256i s = broadcast8x16(sc + 8 * h);
+          const __m256i s = h == 0 ? _mm256_permute2x128_si256(sc16, sc16, 0x00) : _mm256_permute2x128_si256(sc16, sc16, 0x11);
           const __m256i w[4] = {
               _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(hb, m2), 4)),
               _mm256_or_si256(_mm256_and_si256(l1, m4),
@@ -303,7 +320,7 @@ float dot_k(DType type, const uint8_t* row, const QuantActivations& xa, size_t p
           }
         }
         // - 32 * sum_j s_j * bsum_j
-        const __m256i off = _mm256_madd_epi16(bsums, _mm256_load_si256(reinterpret_cast<const __m256i*>(sc)));
+        const __m256i off = _mm256_madd_epi16(bsums, sc16);
         isum = _mm256_sub_epi32(_mm256_add_epi32(is[0], is[1]), _mm256_slli_epi32(off, 5));
         acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(x.d * h2f(blk.d)), acc);
         break;
