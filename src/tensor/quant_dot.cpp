@@ -39,16 +39,18 @@ size_t quant_activation_bytes(DType type, int64_t n) {
   const size_t legacy = q8_activation_bytes(n) + align_up(static_cast<size_t>(n / kQ8Block) * 4, 64);
   if (type != DType::Q4_0) return legacy;
   const size_t groups = static_cast<size_t>(n / kQ8Block / 4);
-  return legacy + groups * 128 + groups * 16 * sizeof(int32_t);
+  return legacy + groups * 128 + groups * 16 * (sizeof(int32_t) + sizeof(float));
 }
 
 namespace {
 
-// The Q4_0 group layout of QuantActivations (q4_halves, q4_init) from the q8_0 activations.
-void prepare_q4_groups(const int8_t* q, int64_t n, int8_t* halves, int32_t* init) {
+// The Q4_0 group layout of QuantActivations (q4_halves, q4_init, q4_scale) from the q8_0
+// activations (q, d).
+void prepare_q4_groups(const int8_t* q, const float* d, int64_t n, int8_t* halves, int32_t* init, float* scale) {
   for (int64_t g = 0; g < n / kQ8Block / 4; ++g) {
     const int8_t* blocks = q + g * 4 * kQ8Block;
     for (int j = 0; j < 4; ++j) {
+      for (int k = 0; k < 4; ++k) scale[g * 16 + 4 * j + k] = d[g * 4 + j];
       std::memcpy(halves + g * 128 + 16 * j, blocks + j * kQ8Block, 16);
       std::memcpy(halves + g * 128 + 64 + 16 * j, blocks + j * kQ8Block + 16, 16);
       for (int k = 0; k < 4; ++k) {
@@ -89,9 +91,11 @@ QuantActivations prepare_quant_activations(DType type, const float* x, int64_t n
     auto* halves = reinterpret_cast<int8_t*>(static_cast<uint8_t*>(buffer) + q8_activation_bytes(n) +
                                              align_up(static_cast<size_t>(n / kQ8Block) * 4, 64));
     auto* init = reinterpret_cast<int32_t*>(halves + (n / kQ8Block / 4) * 128);
-    prepare_q4_groups(q8.q, n, halves, init);
+    auto* scale = reinterpret_cast<float*>(init + (n / kQ8Block / 4) * 16);
+    prepare_q4_groups(q8.q, q8.scale, n, halves, init, scale);
     a.q4_halves = halves;
     a.q4_init = init;
+    a.q4_scale = scale;
   }
   return a;
 }

@@ -30,8 +30,10 @@ struct QuantActivations {
   // 128 q as [first 16 of blocks 0..3][last 16 of blocks 0..3], and `q4_init` 16 int32 per
   // group, lane 4j + k being -8 * (sum of block j's q[4k..4k+3] and q[16+4k..16+4k+3]): the
   // offset of q4_0's levels, started in the lane whose products it corrects.
+  // And `q4_scale`, 16 floats per group: lane 4j + k holds block j's activation scale d.
   const int8_t* q4_halves = nullptr;
   const int32_t* q4_init = nullptr;
+  const float* q4_scale = nullptr;
   // K-quants: n / 256 super-blocks.
   const BlockQ8_K* k = nullptr;
 };

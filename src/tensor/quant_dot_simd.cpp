@@ -116,40 +116,45 @@ float dot_legacy(DType type, const uint8_t* row, const QuantActivations& xa, siz
   return hsum256(_mm256_add_ps(accs[0], accs[1])) + corr;
 }
 
-#if defined(KVSLIM_QDOT_VNNI) && defined(__AVX512F__) && defined(__AVX512BW__)
+#if defined(KVSLIM_QDOT_VNNI) && defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VBMI__)
 #define KVSLIM_QDOT_Q4_0_512 1
 // Q4_0 on the VNNI path, four blocks per pair of 512-bit vpdpbusd: q4_0 is the legacy type
 // people run, and its one-block-per-instruction loop is bound by instructions, not memory. The
-// four blocks' 64 nibble bytes are unpacked at once into low and high halves, which meet the
-// activations in the same order (QuantActivations::q4_halves), and the four f32 scales come from
-// one conversion. Blocks after the last whole group of 4 go through dot_legacy's arithmetic.
+// four blocks (72 bytes) are read with two loads; one byte permute gathers their 64 nibble
+// bytes, which are unpacked at once into low and high halves that meet the activations in the
+// same order (QuantActivations::q4_halves); one word permute and one conversion give the four
+// weight scales, spread over the lanes of their blocks. Blocks after the last whole group of 4
+// go through dot_legacy's arithmetic.
 float dot_q4_0_512(const uint8_t* row, const QuantActivations& xa, size_t pf) {
   constexpr size_t kBytes = sizeof(BlockQ4_0);
   const int64_t nb = xa.n / kQ4Block;
   const __m512i low4 = _mm512_set1_epi8(0x0F);
-  // Lanes 4j .. 4j + 3 take block j's scale.
-  const __m512i scale_index = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
+  // The 4 blocks span 72 bytes, read as bytes 0-63 and 8-71. Block j's 16 nibble bytes (bytes
+  // 2 + 18 j ..) are picked from the pair with one byte permute (index >= 64: the second load)...
+  alignas(64) static const uint8_t kQsIndex[64] = {
+      2,  3,  4,  5,  6,  7,  8,  9,  10, 11, 12, 13, 14, 15, 16, 17,   // block 0: bytes 2-17
+      20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35,   // block 1: bytes 20-35
+      38, 39, 40, 41, 42, 43, 44, 45, 46, 47, 48, 49, 50, 51, 52, 53,   // block 2: bytes 38-53
+      112, 113, 114, 115, 116, 117, 118, 119, 120, 121, 122, 123, 124, 125, 126, 127};  // block 3: 56-71
+  // ... and block j's fp16 scale (16-bit word 9 j of the first load) is copied to words 4j .. 4j + 3.
+  const __m512i scale_words = _mm512_zextsi256_si512(
+      _mm256_setr_epi16(0, 0, 0, 0, 9, 9, 9, 9, 18, 18, 18, 18, 27, 27, 27, 27));  // upper words unused
+  const __m512i qs_index = _mm512_load_si512(kQsIndex);
   __m512 acc = _mm512_setzero_ps();
   int64_t b = 0;
   for (; b + 4 <= nb; b += 4) {
     const uint8_t* g = row + b * kBytes;
     _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(g) + pf), _MM_HINT_T0);
     _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(g) + pf + 64), _MM_HINT_T0);
-    __m512i qs = _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(g + 2)));
-    qs = _mm512_inserti32x4(qs, _mm_loadu_si128(reinterpret_cast<const __m128i*>(g + kBytes + 2)), 1);
-    qs = _mm512_inserti32x4(qs, _mm_loadu_si128(reinterpret_cast<const __m128i*>(g + 2 * kBytes + 2)), 2);
-    qs = _mm512_inserti32x4(qs, _mm_loadu_si128(reinterpret_cast<const __m128i*>(g + 3 * kBytes + 2)), 3);
+    const __m512i first = _mm512_loadu_si512(g), second = _mm512_loadu_si512(g + 8);
+    const __m512i qs = _mm512_permutex2var_epi8(first, qs_index, second);
     const int64_t group = b / 4;
     __m512i isum = _mm512_loadu_si512(xa.q4_init + group * 16);
     isum = _mm512_dpbusd_epi32(isum, _mm512_and_si512(qs, low4), _mm512_loadu_si512(xa.q4_halves + group * 128));
     isum = _mm512_dpbusd_epi32(isum, _mm512_and_si512(_mm512_srli_epi16(qs, 4), low4),
                                _mm512_loadu_si512(xa.q4_halves + group * 128 + 64));
-    uint16_t d[4];
-    for (int j = 0; j < 4; ++j) std::memcpy(&d[j], g + j * kBytes, 2);
-    uint64_t d4;
-    std::memcpy(&d4, d, 8);
-    const __m128 wd = _mm_cvtph_ps(_mm_cvtsi64_si128(static_cast<long long>(d4)));
-    const __m512 dd = _mm512_permutexvar_ps(scale_index, _mm512_castps128_ps512(_mm_mul_ps(wd, _mm_loadu_ps(xa.d + b))));
+    const __m256i wd = _mm512_castsi512_si256(_mm512_permutexvar_epi16(scale_words, first));
+    const __m512 dd = _mm512_mul_ps(_mm512_cvtph_ps(wd), _mm512_loadu_ps(xa.q4_scale + group * 16));
     acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), dd, acc);
   }
   float tail = 0;
