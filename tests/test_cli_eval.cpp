@@ -229,5 +229,15 @@ TEST(CliDemo, AMissingModelIsAClearError) {
   expect_clean_error(run("demo -m " + tiny_model() + " --methods nosuch"), "nosuch");
 }
 
+TEST(CliClaims, PromptLengthsTheContextCannotHoldAreRefused) {
+  const std::string model = testing::temp_path("claims-ctx512.gguf");
+  const CommandResult init =
+      run("init-model --layers 1 --dim 32 --heads 2 --kv-heads 1 --ffn 32 --ctx 512 -o " + model);
+  ASSERT_EQ(init.exit_code, 0) << init.err;
+  // --quick asks for 1024-token prompts only: nothing fits a 512-token context.
+  expect_clean_error(run("claims -m " + model + " --quick --out " + testing::temp_path("claims-ctx512")),
+                     "the model's context (512) holds none of the prompt lengths");
+}
+
 }  // namespace
 }  // namespace kvslim

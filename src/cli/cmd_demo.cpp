@@ -22,7 +22,7 @@ namespace kvslim::cli {
 
 namespace {
 
-constexpr const char* kDefaultModel = "models/kvslim-small.gguf";
+constexpr const char* kDefaultModel = "models/kvslim-4k.gguf";
 // LagKV one-shot: its default recursive mode ignores the budget (rho alone sets what is kept),
 // which a table by budget cannot show.
 constexpr const char* kDefaultMethods =

@@ -27,10 +27,11 @@ struct ClaimsPlan {
   int mt_samples = 0;            // per length, for the multi-turn sweep
 };
 
-// Budgets 64 and 128, 8 samples per task and length; --quick at 1024 tokens (about 5 minutes on 2
-// shared cores with the default model), the full run at 1024 and 2048 (its quick part is the same
-// runs, so running --quick first and then the full run into one OUT resumes). Below 64 every
-// eviction method but LookaheadKV scores 0 on the default model: nothing to compare.
+// Budgets 64 and 128, 8 samples per task and length; --quick at 1024 tokens (under a minute on 2
+// quiet cores with the default model), the full run at 1024, 2048 and 4096 (the default model's
+// context; its quick part is the same runs, so running --quick first and then the full run into
+// one OUT resumes). Below 64 every eviction method but LookaheadKV scores 0 on the default model:
+// nothing to compare.
 ClaimsPlan claims_plan(bool quick, std::string adapter);
 
 // The five sweeps a plan runs, by subdirectory of OUT: query-agnostic (LagKV's setting), query-aware
