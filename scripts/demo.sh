@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The main job: build kvslim, then compare the full KV cache with several eviction methods at a
-# few budgets on the default model (models/kvslim-small.gguf, trained by kvslim itself to
+# few budgets on the default model (models/kvslim-4k.gguf, trained by kvslim itself to
 # retrieve facts from long prompts): a table of score, KV memory and speed, plus SVG charts in
 # demo-out/.
 set -euo pipefail
