@@ -26,16 +26,7 @@ constexpr int kBlock = 32;
 constexpr int64_t kBudget = 40;
 constexpr int kPrompt = 230;
 
-const Model& tiny_model() {
-  static const std::unique_ptr<Model> model = [] {
-    testing::TinyModel m;
-    m.layers = 2;
-    m.heads = 4;
-    m.kv_heads = 2;
-    return Model::load(testing::make_model(m));
-  }();
-  return *model;
-}
+const Model& tiny_model() { return testing::loaded_tiny_model(); }
 
 std::vector<int32_t> prompt_tokens(int n, int n_vocab) {
   std::vector<int32_t> t(static_cast<size_t>(n));

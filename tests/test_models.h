@@ -5,12 +5,14 @@
 #include <fmt/format.h>
 
 #include <filesystem>
+#include <memory>
 #include <string>
 
 #include <unistd.h>
 
 #include "gguf/gguf.h"
 #include "model/byte_vocab.h"
+#include "model/model.h"
 #include "model/random_model.h"
 
 namespace kvslim::testing {
@@ -60,6 +62,12 @@ inline std::string make_model(const TinyModel& m) {
   spec.seed = m.seed;
   write_random_model(spec, tiny_vocab(), path);
   return path;
+}
+
+// The default TinyModel (2 layers, dim 64, 4 query / 2 KV heads), loaded once per test binary.
+inline const Model& loaded_tiny_model() {
+  static const std::unique_ptr<Model> model = Model::load(make_model(TinyModel{}));
+  return *model;
 }
 
 }  // namespace kvslim::testing
