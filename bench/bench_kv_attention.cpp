@@ -11,33 +11,21 @@
 #include "kv/paged_cache.h"
 #include "util/thread_pool.h"
 
+#include "bench_data.h"
+
 namespace {
+
+using kvslim::bench::random_floats;
 
 using kvslim::DType;
 
 constexpr int kHeads = 32, kKvHeads = 8, kHeadDim = 64;
 
-std::vector<float> random_floats(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(0.0f, 1.0f);
-  std::vector<float> v(n);
-  for (auto& x : v) x = dist(rng);
-  return v;
-}
-
 // A one-layer cache holding `context` tokens per KV head in `type` pages.
 std::unique_ptr<kvslim::PagedKvCache> filled_cache(DType type, int64_t context, int64_t extra) {
   auto cache = std::make_unique<kvslim::PagedKvCache>(kvslim::KvShape{1, kHeads, kKvHeads, kHeadDim, type, type},
                                                        context + extra);
-  const int64_t block = 512, kv_dim = int64_t(kKvHeads) * kHeadDim;
-  for (int64_t start = 0; start < context; start += block) {
-    const int n = int(std::min(block, context - start));
-    const auto k = random_floats(size_t(n * kv_dim), uint32_t(start + 1));
-    const auto v = random_floats(size_t(n * kv_dim), uint32_t(start + 2));
-    std::vector<int64_t> pos(static_cast<size_t>(n));
-    for (int i = 0; i < n; ++i) pos[size_t(i)] = start + i;
-    cache->append(0, k.data(), v.data(), n, pos.data());
-  }
+  kvslim::bench::fill_layer0(*cache, context, int64_t(kKvHeads) * kHeadDim);
   return cache;
 }
 

@@ -17,7 +17,11 @@
 #include "tensor/ops.h"
 #include "util/thread_pool.h"
 
+#include "bench_data.h"
+
 namespace {
+
+using kvslim::bench::random_floats;
 
 using kvslim::DType;
 
@@ -32,14 +36,6 @@ std::vector<uint8_t> random_weights(DType type, int64_t rows, int64_t cols, uint
     kvslim::convert_from_f32(row.data(), type, out.data() + rb * static_cast<size_t>(r), cols);
   }
   return out;
-}
-
-std::vector<float> random_floats(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(0.0f, 1.0f);
-  std::vector<float> v(n);
-  for (auto& x : v) x = dist(rng);
-  return v;
 }
 
 void bm_matvec(benchmark::State& state, DType type, int64_t rows, int64_t cols, int threads) {

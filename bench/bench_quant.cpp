@@ -15,7 +15,11 @@
 #include "tensor/ops.h"
 #include "util/thread_pool.h"
 
+#include "bench_data.h"
+
 namespace {
+
+using kvslim::bench::random_floats;
 
 using kvslim::DType;
 using kvslim::QuantKernel;
@@ -33,20 +37,12 @@ std::vector<uint8_t> quantized_weights(DType type, int64_t rows, int64_t cols, u
   return out;
 }
 
-std::vector<float> activations(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(0.0f, 1.0f);
-  std::vector<float> v(n);
-  for (auto& x : v) x = dist(rng);
-  return v;
-}
-
 void bm_quant_matvec(benchmark::State& state, DType type, QuantKernel path, int64_t rows, int64_t cols, int threads) {
   kvslim::ThreadPool pool(threads);
   const std::vector<uint8_t> base = quantized_weights(type, rows, cols, 1);
   const size_t copies = std::max<size_t>(1, std::min<size_t>(64, (size_t{256} << 20) / base.size() + 1));
   std::vector<std::vector<uint8_t>> mats(copies, base);
-  const std::vector<float> x = activations(static_cast<size_t>(cols), 2);
+  const std::vector<float> x = random_floats(static_cast<size_t>(cols), 2);
   std::vector<float> y(static_cast<size_t>(rows));
   size_t i = 0;
   for (auto _ : state) {
@@ -63,7 +59,7 @@ void bm_quant_matvec(benchmark::State& state, DType type, QuantKernel path, int6
 void bm_quant_matmul(benchmark::State& state, DType type, int64_t rows, int64_t cols, int64_t n, int threads) {
   kvslim::ThreadPool pool(threads);
   const std::vector<uint8_t> wdata = quantized_weights(type, rows, cols, 3);
-  const std::vector<float> x = activations(static_cast<size_t>(n * cols), 4);
+  const std::vector<float> x = random_floats(static_cast<size_t>(n * cols), 4);
   std::vector<float> y(static_cast<size_t>(n * rows));
   const kvslim::WeightView w{type, wdata.data(), rows, cols};
   for (auto _ : state) {

@@ -14,20 +14,16 @@
 #include "press/registry.h"
 #include "util/thread_pool.h"
 
+#include "bench_data.h"
+
 namespace {
+
+using kvslim::bench::random_floats;
 
 using kvslim::DType;
 
 constexpr int kHeads = 32, kKvHeads = 8, kHeadDim = 64;
 constexpr int64_t kBudget = 1024;
-
-std::vector<float> random_floats(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(0.0f, 1.0f);
-  std::vector<float> v(n);
-  for (auto& x : v) x = dist(rng);
-  return v;
-}
 
 kvslim::ModelConfig one_layer() {
   kvslim::ModelConfig c;
@@ -48,15 +44,7 @@ class BenchContext final : public kvslim::PressContext {
  public:
   explicit BenchContext(int64_t context)
       : config_(one_layer()), cache_(kvslim::kv_shape(config_, DType::F16, DType::F16), context), prompt_(context, 1) {
-    const int64_t block = 512, kv_dim = int64_t(kKvHeads) * kHeadDim;
-    for (int64_t start = 0; start < context; start += block) {
-      const int n = int(std::min(block, context - start));
-      const auto k = random_floats(size_t(n * kv_dim), uint32_t(start + 1));
-      const auto v = random_floats(size_t(n * kv_dim), uint32_t(start + 2));
-      std::vector<int64_t> pos(static_cast<size_t>(n));
-      for (int i = 0; i < n; ++i) pos[size_t(i)] = start + i;
-      cache_.append(0, k.data(), v.data(), n, pos.data());
-    }
+    kvslim::bench::fill_layer0(cache_, context, int64_t(kKvHeads) * kHeadDim);
   }
   const kvslim::ModelConfig& config() const override { return config_; }
   kvslim::PagedKvCache& cache() override { return cache_; }
