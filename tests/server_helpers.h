@@ -38,6 +38,7 @@ class ServerProcess {
   explicit ServerProcess(const std::string& args, bool wait_ready = true) {
     static int counter = 0;
     log_path_ = temp_path(fmt::format("serve-{}.log", ++counter));
+    std::filesystem::remove(log_path_);  // the port is read from this log: never from an old one
     const std::string cmd = fmt::format("exec {} serve -m {} --chat-template {} --port 0 --threads 2 {} 2>{}",
                                         KVSLIM_BINARY, default_model(), test_template(), args, log_path_);
     pid_ = fork();

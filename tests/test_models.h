@@ -17,8 +17,15 @@
 
 namespace kvslim::testing {
 
+// The directory is emptied the first time a process asks for it: CTest runs every test in its own
+// process, and a process id reused from an earlier run (CI runs on the machine the tests ran on
+// before) must not find that run's files, e.g. a server log naming a port that is gone.
 inline std::string temp_path(const std::string& name) {
-  const auto dir = std::filesystem::temp_directory_path() / ("kvslim-tests-" + std::to_string(getpid()));
+  static const std::filesystem::path dir = [] {
+    auto d = std::filesystem::temp_directory_path() / ("kvslim-tests-" + std::to_string(getpid()));
+    std::filesystem::remove_all(d);
+    return d;
+  }();
   std::filesystem::create_directories(dir);
   return (dir / name).string();
 }
