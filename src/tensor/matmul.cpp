@@ -1,5 +1,7 @@
 // matmul: Y = X W^T for a batch of n activation rows (prefill).
 //
+// BF16 weights on AVX512-BF16 CPUs go through the same blocked GEMM with bf16 panels and
+// vdpbf16ps (Bf16Panels below; x rounded to bf16, see bf16_weights_round_x).
 // f32/f16/bf16, q2_K, q3_K, q6_K (and every block type without AVX-512 VNNI) use a blocked f32 GEMM of our own (measured
 // within ~10% of OpenBLAS's sgemm, without its extra packing pass or thread pool): X is packed
 // once into panels of kMR tokens ([k][kMR] floats, shared by all threads); threads take chunks
@@ -141,21 +143,8 @@ void pack_w_panel(const WeightView& w, int64_t r0, int64_t k0, int64_t kc, float
 
 // C[t][j] (+)= sum_kk xp[kk][t] * wp[kk][j] for t < mt, j < nr.
 #if defined(__AVX512F__)
-void micro_kernel(const float* xp, const float* wp, int64_t kc, float* c, int64_t ldc, int mt, int nr, bool first) {
-  __m512 acc[kMR][2];
-#pragma GCC unroll 12
-  for (int t = 0; t < kMR; ++t) acc[t][0] = acc[t][1] = _mm512_setzero_ps();
-  for (int64_t kk = 0; kk < kc; ++kk) {
-    const __m512 w0 = _mm512_loadu_ps(wp + kk * kNR);
-    const __m512 w1 = _mm512_loadu_ps(wp + kk * kNR + 16);
-    const float* xk = xp + kk * kMR;
-#pragma GCC unroll 12
-    for (int t = 0; t < kMR; ++t) {
-      const __m512 xb = _mm512_set1_ps(xk[t]);
-      acc[t][0] = _mm512_fmadd_ps(xb, w0, acc[t][0]);
-      acc[t][1] = _mm512_fmadd_ps(xb, w1, acc[t][1]);
-    }
-  }
+// Writes (first) or adds (later K slices) a micro-tile's accumulators to C.
+inline void store_tile(const __m512 (&acc)[kMR][2], float* c, int64_t ldc, int mt, int nr, bool first) {
   const __mmask16 m0 = nr >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << nr) - 1);
   const __mmask16 m1 = nr >= 32 ? static_cast<__mmask16>(0xffff)
                                 : (nr > 16 ? static_cast<__mmask16>((1u << (nr - 16)) - 1) : static_cast<__mmask16>(0));
@@ -171,6 +160,24 @@ void micro_kernel(const float* xp, const float* wp, int64_t kc, float* c, int64_
     _mm512_mask_storeu_ps(ct, m0, v0);
     _mm512_mask_storeu_ps(ct + 16, m1, v1);
   }
+}
+
+void micro_kernel(const float* xp, const float* wp, int64_t kc, float* c, int64_t ldc, int mt, int nr, bool first) {
+  __m512 acc[kMR][2];
+#pragma GCC unroll 12
+  for (int t = 0; t < kMR; ++t) acc[t][0] = acc[t][1] = _mm512_setzero_ps();
+  for (int64_t kk = 0; kk < kc; ++kk) {
+    const __m512 w0 = _mm512_loadu_ps(wp + kk * kNR);
+    const __m512 w1 = _mm512_loadu_ps(wp + kk * kNR + 16);
+    const float* xk = xp + kk * kMR;
+#pragma GCC unroll 12
+    for (int t = 0; t < kMR; ++t) {
+      const __m512 xb = _mm512_set1_ps(xk[t]);
+      acc[t][0] = _mm512_fmadd_ps(xb, w0, acc[t][0]);
+      acc[t][1] = _mm512_fmadd_ps(xb, w1, acc[t][1]);
+    }
+  }
+  store_tile(acc, c, ldc, mt, nr, first);
 }
 #elif defined(__AVX2__) && defined(__FMA__)
 void micro_kernel(const float* xp, const float* wp, int64_t kc, float* c, int64_t ldc, int mt, int nr, bool first) {
@@ -210,25 +217,117 @@ void micro_kernel(const float* xp, const float* wp, int64_t kc, float* c, int64_
 }
 #endif
 
-void matmul_f32_gemm(const WeightView& w, const float* x, int64_t n, float* y, ThreadPool& pool) {
+// The f32 panels: x as [k][kMR] floats, weight panels converted to [kc][kNR] floats.
+struct F32Panels {
+  using XElem = float;
+  using WElem = float;
+  static int64_t x_elems(int64_t k) { return k * kMR; }         // one token panel
+  static int64_t x_offset(int64_t k0) { return k0 * kMR; }      // where K slice k0 starts in it
+  static constexpr size_t kWElems = static_cast<size_t>(kNR) * kKC;
+  static void pack_x(const float* x, int64_t n, int64_t k, int64_t t0, float* dst, DType wtype) {
+    pack_x_panel(x, n, k, t0, dst, wtype);
+  }
+  static void pack_w(const WeightView& w, int64_t r0, int64_t k0, int64_t kc, float* dst, float* tmp) {
+    pack_w_panel(w, r0, k0, kc, dst, tmp);
+  }
+  static void kernel(const float* xp, const float* wp, int64_t kc, float* c, int64_t ldc, int mt, int nr, bool first) {
+    micro_kernel(xp, wp, kc, c, ldc, mt, nr, first);
+  }
+};
+
+#if defined(KVSLIM_BF16_DOT)
+// The bf16 panels (BF16 weights on AVX512-BF16): x rounded to bf16 as [k/2][kMR] pairs (one
+// 32-bit word per token and pair of columns), weight panels as [kc/2][kNR] pairs, so that one
+// vdpbf16ps multiplies a broadcast token pair with 16 rows' pairs: twice the multiply-adds of
+// an f32 FMA per instruction, and the weights are never widened.
+struct Bf16Panels {
+  using XElem = uint32_t;
+  using WElem = uint16_t;
+  static int64_t x_elems(int64_t k) { return (k + 1) / 2 * kMR; }
+  static int64_t x_offset(int64_t k0) { return k0 / 2 * kMR; }  // k0 is a multiple of kKC: even
+  static constexpr size_t kWElems = static_cast<size_t>(kNR) * kKC;
+
+  static void pack_x(const float* x, int64_t n, int64_t k, int64_t t0, uint32_t* dst, DType) {
+    const int64_t pairs = (k + 1) / 2;
+    const int mt = static_cast<int>(std::min<int64_t>(kMR, n - t0));
+    if (mt < kMR) std::memset(dst, 0, static_cast<size_t>(pairs) * kMR * sizeof(uint32_t));
+    thread_local detail::Scratch scratch;
+    auto* xb = static_cast<uint16_t*>(scratch.get(static_cast<size_t>(2 * pairs) * sizeof(uint16_t)));
+    for (int t = 0; t < mt; ++t) {
+      detail::round_x_to_bf16_pairs(x + (t0 + t) * k, k, xb);
+      for (int64_t p = 0; p < pairs; ++p) dst[p * kMR + t] = xb[2 * p] | static_cast<uint32_t>(xb[2 * p + 1]) << 16;
+    }
+  }
+
+  // Rows [r0, r0 + kNR) x columns [k0, k0 + kc) as dst[(p * kNR + j) * 2 + {0, 1}] = w[r0 + j][k0
+  // + 2 p + {0, 1}]; missing rows and columns are 0. A row's 16 pairs are one 512-bit load,
+  // and 16 rows' loads transposed as 32-bit words give 16 vectors of 16 rows' pair p.
+  static void pack_w(const WeightView& w, int64_t r0, int64_t k0, int64_t kc, uint16_t* dst, uint16_t*) {
+    const int nr = static_cast<int>(std::min<int64_t>(kNR, w.rows - r0));
+    const int64_t pairs = (kc + 1) / 2;
+    for (int64_t p0 = 0; p0 < pairs; p0 += 16) {
+      const int64_t vals = std::min<int64_t>(32, kc - 2 * p0);
+      const __mmask32 m = vals == 32 ? ~__mmask32{0} : static_cast<__mmask32>((uint64_t{1} << vals) - 1);
+      const int np = static_cast<int>(std::min<int64_t>(16, pairs - p0));
+      for (int half = 0; half < kNR / 16; ++half) {
+        __m512 v[16];
+        for (int i = 0; i < 16; ++i) {
+          const int j = 16 * half + i;
+          v[i] = j < nr ? _mm512_castsi512_ps(_mm512_maskz_loadu_epi16(
+                              m, reinterpret_cast<const uint16_t*>(w.row(r0 + j)) + k0 + 2 * p0))
+                        : _mm512_setzero_ps();
+        }
+        detail::transpose16x16_ps(v);
+        for (int c = 0; c < np; ++c) _mm512_storeu_ps(dst + ((p0 + c) * kNR + 16 * half) * 2, v[c]);
+      }
+    }
+  }
+
+  static void kernel(const uint32_t* xp, const uint16_t* wp, int64_t kc, float* c, int64_t ldc, int mt, int nr,
+                     bool first) {
+    __m512 acc[kMR][2];
+#pragma GCC unroll 12
+    for (int t = 0; t < kMR; ++t) acc[t][0] = acc[t][1] = _mm512_setzero_ps();
+    const int64_t pairs = (kc + 1) / 2;
+    for (int64_t p = 0; p < pairs; ++p) {
+      const __m512bh w0 = (__m512bh)_mm512_loadu_si512(wp + p * 2 * kNR);
+      const __m512bh w1 = (__m512bh)_mm512_loadu_si512(wp + p * 2 * kNR + 32);
+      const uint32_t* xk = xp + p * kMR;
+#pragma GCC unroll 12
+      for (int t = 0; t < kMR; ++t) {
+        const __m512bh xb = (__m512bh)_mm512_set1_epi32(static_cast<int>(xk[t]));
+        acc[t][0] = _mm512_dpbf16_ps(acc[t][0], xb, w0);
+        acc[t][1] = _mm512_dpbf16_ps(acc[t][1], xb, w1);
+      }
+    }
+    store_tile(acc, c, ldc, mt, nr, first);
+  }
+};
+#endif
+
+// The blocked GEMM over a panel format P (F32Panels or Bf16Panels).
+template <class P>
+void gemm_panels(const WeightView& w, const float* x, int64_t n, float* y, ThreadPool& pool) {
   const int64_t k = w.cols;
   const int64_t n_xpanels = (n + kMR - 1) / kMR;
   const int64_t n_wpanels = (w.rows + kNR - 1) / kNR;
+  const int64_t x_panel = P::x_elems(k);
 
   thread_local detail::Scratch x_scratch;
-  auto* xp = static_cast<float*>(x_scratch.get(static_cast<size_t>(n_xpanels) * k * kMR * sizeof(float)));
+  auto* xp = static_cast<typename P::XElem*>(
+      x_scratch.get(static_cast<size_t>(n_xpanels * x_panel) * sizeof(typename P::XElem)));
 
   const bool parallel = pool.size() > 1 && static_cast<double>(n) * w.rows * k > 2e6;
   auto pack = [&](int t, int nt) {
-    for (int64_t p = n_xpanels * t / nt; p < n_xpanels * (t + 1) / nt; ++p) pack_x_panel(x, n, k, p * kMR, xp + p * k * kMR, w.type);
+    for (int64_t p = n_xpanels * t / nt; p < n_xpanels * (t + 1) / nt; ++p) P::pack_x(x, n, k, p * kMR, xp + p * x_panel, w.type);
   };
   // Weight panels go out in chunks of up to 4 (about 4 chunks per thread at least).
   detail::ChunkQueue queue(n_wpanels, std::clamp<int64_t>(n_wpanels / (4 * pool.size()), 1, 4));
   auto compute = [&](int, int) {
     thread_local detail::Scratch w_scratch;
-    auto* wbuf = static_cast<float*>(w_scratch.get(2 * static_cast<size_t>(kNR) * kKC * sizeof(float) + 64));
-    float* wp = wbuf;
-    float* tmp = wbuf + kNR * kKC;
+    auto* wbuf = static_cast<typename P::WElem*>(w_scratch.get(2 * P::kWElems * sizeof(typename P::WElem) + 64));
+    typename P::WElem* wp = wbuf;
+    typename P::WElem* tmp = wbuf + P::kWElems;
     int64_t p0, p1;
     while (queue.pop(p0, p1)) {
       for (int64_t k0 = 0; k0 < k; k0 += kKC) {
@@ -236,7 +335,7 @@ void matmul_f32_gemm(const WeightView& w, const float* x, int64_t n, float* y, T
         for (int64_t p = p0; p < p1; ++p) {
           const int64_t r0 = p * kNR;
           const int nr = static_cast<int>(std::min<int64_t>(kNR, w.rows - r0));
-          pack_w_panel(w, r0, k0, kc, wp, tmp);
+          P::pack_w(w, r0, k0, kc, wp, tmp);
           // The panel after this one: the next in this slice, or the first of the next slice.
           int64_t next_r0 = r0 + kNR, next_k0 = k0, next_kc = kc;
           if (p + 1 >= p1) {
@@ -250,7 +349,7 @@ void matmul_f32_gemm(const WeightView& w, const float* x, int64_t n, float* y, T
           for (int64_t xpi = 0; xpi < n_xpanels; ++xpi) {
             const int64_t t0 = xpi * kMR;
             const int mt = static_cast<int>(std::min<int64_t>(kMR, n - t0));
-            micro_kernel(xp + xpi * k * kMR + k0 * kMR, wp, kc, y + t0 * w.rows + r0, w.rows, mt, nr, k0 == 0);
+            P::kernel(xp + xpi * x_panel + P::x_offset(k0), wp, kc, y + t0 * w.rows + r0, w.rows, mt, nr, k0 == 0);
             prefetcher.part(xpi);
           }
         }
@@ -290,7 +389,13 @@ void matmul(const WeightView& w, const float* x, int64_t n, float* y, ThreadPool
     detail::matmul_q8(w, x, n, y, pool);
     return;
   }
-  matmul_f32_gemm(w, x, n, y, pool);
+#if defined(KVSLIM_BF16_DOT)
+  if (w.type == DType::BF16) {
+    gemm_panels<Bf16Panels>(w, x, n, y, pool);
+    return;
+  }
+#endif
+  gemm_panels<F32Panels>(w, x, n, y, pool);
 }
 
 }  // namespace kvslim

@@ -31,6 +31,11 @@ void matvec_multi(std::span<const WeightView> ws, const float* x, std::span<floa
 // Y[t][r] = sum_c W[r][c] * X[t][c] for t < n. X is n x W.cols, Y is n x W.rows (row-major).
 void matmul(const WeightView& w, const float* x, int64_t n, float* y, ThreadPool& pool);
 
+// True when this build multiplies BF16 weights with the CPU's bf16 dot product (AVX512-BF16):
+// matvec and matmul then round x to bf16 (nearest even) first, as the instruction takes bf16
+// on both sides (llama.cpp does the same for BF16 weights). Otherwise x stays f32.
+bool bf16_weights_round_x();
+
 // y = x / sqrt(mean(x^2) + eps) * weight
 void rmsnorm(const float* x, const float* weight, float* y, int64_t n, float eps);
 
