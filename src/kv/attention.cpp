@@ -273,11 +273,21 @@ float* rows_buffer(AttentionScratch& scratch, int64_t n) {
   return scratch.rows.data();
 }
 
-// `n` consecutive stored rows of a page as f32 rows for the matrix products: f32 pages in place,
-// other types decoded into `buffer` (n * hd floats; one page at a time, never the whole cache).
-const float* page_rows_f32(const uint8_t* rows, DType type, int64_t n, int hd, float* buffer) {
-  if (type == DType::F32) return reinterpret_cast<const float*>(rows);
-  convert_to_f32(type, rows, buffer, n * hd);
+// Tokens [c0, c0 + m) of a head (c0 a multiple of the page size) as contiguous f32 rows for the
+// matrix products, decoded or copied from their pages into `buffer` (m * hd floats): one chunk of
+// kAttentionKeyChunk tokens at a time, never the whole cache.
+const float* chunk_rows_f32(const std::vector<KvPage*>& pages, bool keys, DType type, int64_t pt, int64_t c0, int64_t m,
+                            int hd, float* buffer) {
+  for (int64_t p0 = c0; p0 < c0 + m; p0 += pt) {
+    const KvPage& page = *pages[size_t(p0 / pt)];
+    const uint8_t* rows = keys ? page.keys : page.values;
+    const int64_t count = std::min(pt, c0 + m - p0) * hd;
+    float* dst = buffer + (p0 - c0) * hd;
+    if (type == DType::F32)
+      std::copy_n(reinterpret_cast<const float*>(rows), count, dst);
+    else
+      convert_to_f32(type, rows, dst, count);
+  }
   return buffer;
 }
 
@@ -339,12 +349,16 @@ void use_single_threaded_blas() {
   (void)once;
 }
 
-// A block of queries: per head and tile of queries, scores = Q K^T page by page into one row
-// per query, causal softmax per row, then out = P V accumulated page by page.
+// A block of queries: per head and tile of queries, scores = Q K^T chunk by chunk into one row
+// per query, causal softmax per row, then out = P V accumulated chunk by chunk. Chunks of
+// kAttentionKeyChunk tokens (several pages gathered as f32 rows) keep each product large: one
+// product per 32-token page spent most of an 8K prefill's attention time in the BLAS calls'
+// fixed costs.
 void prefill_dense(const PagedKv& kv, const float* q, int64_t q_stride, int n_heads, int64_t n_q, float* out,
                    int64_t out_stride, AttentionScratch& scratch, SoftmaxRowObserver* observer) {
   const int hd = kv.head_dim;
   const int64_t pt = kv.page_tokens;
+  const int64_t chunk = attention_key_chunk(kv.page_tokens);
   const int64_t n_before = kv.head.size() - n_q;  // tokens every query sees
   const auto& pages = kv.head.pages();
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
@@ -352,7 +366,7 @@ void prefill_dense(const PagedKv& kv, const float* q, int64_t q_stride, int n_he
   use_single_threaded_blas();
   float* s = scores_buffer(scratch, tile * kv.head.size());
   const DType kt = kv.head.key_type(), vt = kv.head.value_type();
-  float* page_buffer = kt == DType::F32 && vt == DType::F32 ? nullptr : rows_buffer(scratch, pt * hd);
+  float* chunk_buffer = rows_buffer(scratch, chunk * hd);
 
   for (int g = 0; g < n_heads; ++g) {
     const float* qg = q + int64_t(g) * hd;
@@ -360,11 +374,11 @@ void prefill_dense(const PagedKv& kv, const float* q, int64_t q_stride, int n_he
     for (int64_t t0 = 0; t0 < n_q; t0 += tile) {
       const int64_t rows = std::min(tile, n_q - t0);
       const int64_t cols = n_before + t0 + rows;  // tokens visible to the tile's last query
-      for (int64_t p0 = 0; p0 < cols; p0 += pt) {
-        const int64_t m = std::min(pt, cols - p0);
-        const float* keys = page_rows_f32(pages[size_t(p0 / pt)]->keys, kt, m, hd, page_buffer);
+      for (int64_t c0 = 0; c0 < cols; c0 += chunk) {
+        const int64_t m = std::min(chunk, cols - c0);
+        const float* keys = chunk_rows_f32(pages, true, kt, pt, c0, m, hd, chunk_buffer);
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(rows), int(m), hd, scale, qg + t0 * q_stride,
-                    int(q_stride), keys, hd, 0.0f, s + p0, int(cols));
+                    int(q_stride), keys, hd, 0.0f, s + c0, int(cols));
       }
       for (int64_t i = 0; i < rows; ++i) {
         float* row = s + i * cols;
@@ -373,11 +387,11 @@ void prefill_dense(const PagedKv& kv, const float* q, int64_t q_stride, int n_he
         if (observer) observer->on_row(g, t0 + i, row, visible);
         std::fill(row + visible, row + cols, 0.0f);
       }
-      for (int64_t p0 = 0; p0 < cols; p0 += pt) {
-        const int64_t m = std::min(pt, cols - p0);
-        const float* values = page_rows_f32(pages[size_t(p0 / pt)]->values, vt, m, hd, page_buffer);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(rows), hd, int(m), 1.0f, s + p0, int(cols), values,
-                    hd, p0 == 0 ? 0.0f : 1.0f, og + t0 * out_stride, int(out_stride));
+      for (int64_t c0 = 0; c0 < cols; c0 += chunk) {
+        const int64_t m = std::min(chunk, cols - c0);
+        const float* values = chunk_rows_f32(pages, false, vt, pt, c0, m, hd, chunk_buffer);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(rows), hd, int(m), 1.0f, s + c0, int(cols), values,
+                    hd, c0 == 0 ? 0.0f : 1.0f, og + t0 * out_stride, int(out_stride));
       }
     }
   }

@@ -15,11 +15,17 @@ namespace kvslim {
 // Rows of queries handled by one pass of matrix products; bounds the score buffer.
 constexpr int64_t kAttentionQueryTile = 128;
 
+// Tokens of keys (or values) gathered as f32 rows for one matrix product in prefill: the pages
+// that fit in 256 tokens (at least one page).
+inline int64_t attention_key_chunk(int64_t page_tokens) {
+  return page_tokens >= 256 ? page_tokens : 256 / page_tokens * page_tokens;
+}
+
 // Per-thread working memory. The owner sizes `scores` once (attention_scores_size) so that
 // the kernels never allocate.
 struct AttentionScratch {
   std::vector<float> scores;
-  std::vector<float> rows;  // decoded f16/bf16/q8_0 rows: one row (decode) or one page (prefill)
+  std::vector<float> rows;  // decoded rows: one row (decode) or attention_key_chunk rows (prefill)
 };
 
 // Floats of AttentionScratch::scores the kernels need for `n_q_heads` query heads (decode) or

@@ -74,11 +74,10 @@ void PagedKvCache::attend(int layer, const float* q, int n, float* out, ThreadPo
     // Sized once for the largest query tile (or group) over a full head, so decode never
     // allocates.
     scratch_.resize(size_t(pool.size()));
-    // Non-f32 pages decode one page of rows at a time for the prefill products.
-    const bool decoded = key_type() != DType::F32 || value_type() != DType::F32;
+    // The prefill products read a chunk of pages at a time as f32 rows.
     for (auto& s : scratch_) {
       s.scores.resize(size_t(attention_scores_size(group, capacity_)));
-      if (decoded) s.rows.resize(size_t(pool_.page_tokens()) * head_dim_);
+      s.rows.resize(size_t(attention_key_chunk(pool_.page_tokens())) * head_dim_);
     }
   }
 

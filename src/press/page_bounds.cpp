@@ -9,8 +9,6 @@ void PageBounds::reset(int page_tokens, int head_dim) {
   head_dim_ = head_dim;
   n_tokens_ = 0;
   last_position_ = -1;
-  min_.clear();
-  max_.clear();
 }
 
 void PageBounds::sync(const HeadCache& head, const TokenView& view) {
@@ -24,25 +22,49 @@ void PageBounds::sync(const HeadCache& head, const TokenView& view) {
   if (n > 0) last_position_ = head.position(view.index(n - 1));
 }
 
+// Doubles the pages every channel holds (decode appends a page every page_tokens steps).
+void PageBounds::grow() {
+  const int64_t capacity = std::max<int64_t>(64, 2 * capacity_);
+  std::vector<float> lo(size_t(head_dim_) * capacity), hi(lo.size());
+  const int64_t used = n_pages();
+  for (int c = 0; c < head_dim_; ++c) {
+    std::copy_n(&min_[size_t(c) * capacity_], used, &lo[size_t(c) * capacity]);
+    std::copy_n(&max_[size_t(c) * capacity_], used, &hi[size_t(c) * capacity]);
+  }
+  min_.swap(lo);
+  max_.swap(hi);
+  capacity_ = capacity;
+}
+
 void PageBounds::append(const float* key) {
+  const int64_t page = n_tokens_ / page_tokens_;
   if (n_tokens_ % page_tokens_ == 0) {
-    min_.insert(min_.end(), key, key + head_dim_);
-    max_.insert(max_.end(), key, key + head_dim_);
-  } else {
-    float* lo = &min_[min_.size() - head_dim_];
-    float* hi = &max_[max_.size() - head_dim_];
+    if (page >= capacity_) grow();
     for (int c = 0; c < head_dim_; ++c) {
-      lo[c] = std::min(lo[c], key[c]);
-      hi[c] = std::max(hi[c], key[c]);
+      min_[size_t(c) * capacity_ + page] = key[c];
+      max_[size_t(c) * capacity_ + page] = key[c];
+    }
+  } else {
+    for (int c = 0; c < head_dim_; ++c) {
+      float& lo = min_[size_t(c) * capacity_ + page];
+      float& hi = max_[size_t(c) * capacity_ + page];
+      lo = std::min(lo, key[c]);
+      hi = std::max(hi, key[c]);
     }
   }
   ++n_tokens_;
 }
 
-float page_logit_bound(const float* q, const float* min, const float* max, int head_dim) {
-  float bound = 0.0f;
-  for (int c = 0; c < head_dim; ++c) bound += std::max(q[c] * min[c], q[c] * max[c]);
-  return bound;
+void page_logit_bounds(const PageBounds& b, const float* q, float* bounds) {
+  const int64_t n = b.n_pages();
+  if (n == 0) return;
+  std::fill(bounds, bounds + n, 0.0f);
+  for (int c = 0; c < b.head_dim(); ++c) {  // channel by channel: every page's sum in channel order
+    const float qc = q[c];
+    const float* lo = b.min_channel(c);
+    const float* hi = b.max_channel(c);
+    for (int64_t p = 0; p < n; ++p) bounds[p] += std::max(qc * lo[p], qc * hi[p]);
+  }
 }
 
 }  // namespace kvslim

@@ -28,6 +28,9 @@ struct TokenView {
   bool whole_cache() const { return prefix.empty() && tail_from == 0; }
 };
 
+// Stored channel-major: channel c's minima (and maxima) of every page are one contiguous array,
+// so that a score over pages streams only the channels it uses, vectorised over pages (RocketKV
+// reads r of head_dim channels, and of each only the min or the max, as its traffic counts).
 class PageBounds {
  public:
   // Forgets every token.
@@ -41,21 +44,26 @@ class PageBounds {
   void append(const float* key);
 
   int page_tokens() const { return page_tokens_; }
+  int head_dim() const { return head_dim_; }
   int64_t n_tokens() const { return n_tokens_; }
   int64_t n_pages() const { return (n_tokens_ + page_tokens_ - 1) / page_tokens_; }
-  const float* min(int64_t page) const { return &min_[size_t(page) * head_dim_]; }
-  const float* max(int64_t page) const { return &max_[size_t(page) * head_dim_]; }
+  // Channel c of every page: n_pages() values.
+  const float* min_channel(int c) const { return &min_[size_t(c) * capacity_]; }
+  const float* max_channel(int c) const { return &max_[size_t(c) * capacity_]; }
 
  private:
+  void grow();
+
   int page_tokens_ = 1, head_dim_ = 0;
   int64_t n_tokens_ = 0;
+  int64_t capacity_ = 0;          // pages each channel's array holds
   int64_t last_position_ = -1;  // original position of the last folded token
-  std::vector<float> min_, max_;  // [page][head_dim]
+  std::vector<float> min_, max_;  // [head_dim][capacity_]
   std::vector<float> row_;        // a key decoded from an f16/bf16/q8_0 page
 };
 
-// Quest's upper bound on q·k over the keys of a page (Quest §3.2, Algorithm 1):
-// Σ_i max(q_i * min_i, q_i * max_i).
-float page_logit_bound(const float* q, const float* min, const float* max, int head_dim);
+// Quest's upper bound on q·k over the keys of each page (Quest §3.2, Algorithm 1):
+// bounds[p] = Σ_c max(q_c * min_c, q_c * max_c), summed over c in order, for every page.
+void page_logit_bounds(const PageBounds& b, const float* q, float* bounds);
 
 }  // namespace kvslim

@@ -19,8 +19,9 @@ struct SelectScratch {
   std::vector<float> scores, logits, page_scores, magnitude;
   std::vector<uint32_t> work;  // top_k_with_newest
   std::vector<float> row;  // one key decoded from an f16/bf16/q8_0 page
-  std::vector<int32_t> channels, picked, order;  // picked: pages or slots chosen
-  std::vector<char> use_max;
+  std::vector<int32_t> channels, picked;  // picked: pages or slots chosen
+  std::vector<uint64_t> order;            // pages as sort keys (RocketKV)
+  std::vector<int32_t> taken;             // slots taken from each page (RocketKV)
   AttentionScratch attention;  // for attention_scores (exact scores of the whole head)
 };
 

@@ -42,10 +42,13 @@ class QuestPress final : public SparseAttentionPress {
     PageBounds& bounds = bounds_[size_t(layer) * cache.n_kv_heads() + kv_head];
     bounds.sync(head);
     std::vector<float>& page_scores = scratch.page_scores;
+    std::vector<float>& head_bounds = scratch.logits;
     page_scores.assign(bounds.n_pages(), 0.0f);
-    for (int64_t p = 0; p < bounds.n_pages(); ++p)
-      for (int g = 0; g < group; ++g)
-        page_scores[p] += page_logit_bound(q_group + size_t(g) * d, bounds.min(p), bounds.max(p), d);
+    head_bounds.resize(bounds.n_pages());
+    for (int g = 0; g < group; ++g) {
+      page_logit_bounds(bounds, q_group + size_t(g) * d, head_bounds.data());
+      for (int64_t p = 0; p < bounds.n_pages(); ++p) page_scores[p] += head_bounds[p];
+    }
     std::vector<int32_t>& pages = scratch.picked;
     top_k_with_newest(page_scores, n_pages_, scratch.work, pages);
     for (int32_t p : pages) {

@@ -15,6 +15,7 @@
 // prompt. A turn is one prefill (one generate call), so stage 1 runs once per turn.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <numeric>
 
@@ -24,7 +25,7 @@
 #include "press/rocketkv_plan.h"
 #include "press/select.h"
 #include "press/sparse_attention.h"
-#include "tensor/simd.h"
+#include "tensor/ops.h"
 #include "util/error.h"
 
 namespace kvslim {
@@ -56,25 +57,6 @@ RocketKvPlan rocketkv_plan(int64_t n_prompt, int64_t max_new, int64_t budget, in
 }
 
 namespace {
-
-// Σ_c q[c] * (use_max[c] ? max[c] : min[c]) over `d` channels: a hybrid page logit with the
-// unselected channels of q zeroed.
-float hybrid_dot(const float* q, const float* min, const float* max, const char* use_max, int d) {
-  int c = 0;
-  float sum = 0.0f;
-#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
-  __m512 acc = _mm512_setzero_ps();
-  for (; c + 16 <= d; c += 16) {
-    const __m128i flags = _mm_loadu_si128(reinterpret_cast<const __m128i*>(use_max + c));
-    const __mmask16 take_max = _mm_test_epi8_mask(flags, flags);
-    const __m512 rep = _mm512_mask_blend_ps(take_max, _mm512_loadu_ps(min + c), _mm512_loadu_ps(max + c));
-    acc = _mm512_fmadd_ps(_mm512_loadu_ps(q + c), rep, acc);
-  }
-  sum = _mm512_reduce_add_ps(acc);
-#endif
-  for (; c < d; ++c) sum += q[c] * (use_max[c] ? max[c] : min[c]);
-  return sum;
-}
 
 struct RocketKvSettings {
   int window = 32, kernel = 63, kernel_long = 511;
@@ -172,46 +154,40 @@ class RocketKvPress final : public SparseAttentionPress {
     bounds.sync(head, view);
     const std::vector<int32_t>& channels = scratch.channels;
     top_channels(q_group, group, d, plan_.channels, scratch.magnitude, scratch.channels);
-    // Per channel: the page bound it reads (max where the group's Σq_i > 0, else min), and each
-    // query head's q with the unselected channels zeroed (a zero adds an exact zero), so that a
-    // page logit is one dense pass over the page's bounds instead of a gather per channel.
-    std::vector<char>& use_max = scratch.use_max;
-    std::vector<float>& masked = scratch.row;
-    use_max.assign(size_t(d), 0);
-    masked.assign(size_t(group) * d, 0.0f);
-    for (const int32_t c : channels) {
-      float sum = 0.0f;
-      for (int g = 0; g < group; ++g) sum += q_group[size_t(g) * d + c];
-      use_max[size_t(c)] = sum > 0.0f;
-      for (int g = 0; g < group; ++g) masked[size_t(g) * d + c] = q_group[size_t(g) * d + c];
-    }
     // Every token of a page has the page's logit, so the softmax over tokens is computed per
     // page (a page of c tokens adds c terms to the normaliser): O(pages) work, not O(tokens).
     const int64_t n_pages = bounds.n_pages();
     std::vector<float>&page_probs = scratch.page_scores, &logits = scratch.logits;
     page_probs.assign(n_pages, 0.0f);
-    logits.resize(size_t(group) * n_pages);
-    for (int64_t p = 0; p < n_pages; ++p)  // each page's bounds read once for the group
-      for (int g = 0; g < group; ++g)
-        logits[size_t(g) * n_pages + p] = hybrid_dot(masked.data() + size_t(g) * d, bounds.min(p), bounds.max(p),
-                                                     use_max.data(), d);
+    logits.assign(size_t(group) * n_pages, 0.0f);
+    // Per selected channel, the one page bound it reads (max where the group's Σq_i > 0, else
+    // min), streamed once over all pages for the whole group.
+    for (const int32_t c : channels) {
+      float sum = 0.0f;
+      for (int g = 0; g < group; ++g) sum += q_group[size_t(g) * d + c];
+      const float* bound = sum > 0.0f ? bounds.max_channel(c) : bounds.min_channel(c);
+      for (int g = 0; g < group; ++g) {
+        const float qc = q_group[size_t(g) * d + c];
+        float* lg = logits.data() + size_t(g) * n_pages;
+        for (int64_t p = 0; p < n_pages; ++p) lg[p] += qc * bound[p];
+      }
+    }
+    // The token softmax per head: a softmax over pages (vectorised), then renormalised for the
+    // page sizes. Every page holds plan_.page tokens but the last, so Σ_tokens = page * Σ_pages
+    // less the last page's missing tokens.
+    const double missing = double(plan_.page - page_size(n_pages - 1, n));
     for (int g = 0; g < group; ++g) {
-      const float scale = sparq_scale(q_group + size_t(g) * d, channels, d);
+      const float inv_scale = 1.0f / sparq_scale(q_group + size_t(g) * d, channels, d);
       float* lg = logits.data() + size_t(g) * n_pages;
-      float most = -std::numeric_limits<float>::infinity();
-      for (int64_t p = 0; p < n_pages; ++p) {
-        lg[p] /= scale;
-        most = std::max(most, lg[p]);
-      }
-      double norm = 0.0;
-      for (int64_t p = 0; p < n_pages; ++p) {
-        lg[p] = std::exp(lg[p] - most);
-        norm += double(lg[p]) * double(page_size(p, n));
-      }
+      for (int64_t p = 0; p < n_pages; ++p) lg[p] *= inv_scale;
+      softmax_inplace(lg, n_pages);
+      double total = 0.0;
+      for (int64_t p = 0; p < n_pages; ++p) total += lg[p];
+      const double norm = double(plan_.page) * total - missing * double(lg[n_pages - 1]);
       const float weight = float(1.0 / (double(group) * norm));
       for (int64_t p = 0; p < n_pages; ++p) page_probs[p] += weight * lg[p];
     }
-    top_k_slots(page_probs, n, scratch.order, scratch.picked);
+    top_k_slots(page_probs, n, scratch.order, scratch.taken, scratch.picked);
     for (int32_t s : scratch.picked) out.push_back(int32_t(view.index(s)));
     return true;
   }
@@ -222,32 +198,41 @@ class RocketKvPress final : public SparseAttentionPress {
 
   // The top_k slots by their page's probability (ties: lower slot), the newest slot always one
   // of them; ascending. Whole pages are taken best first, the last one from its lowest slots.
-  void top_k_slots(const std::vector<float>& page_probs, int64_t n, std::vector<int32_t>& order,
-                   std::vector<int32_t>& slots) const {
+  void top_k_slots(const std::vector<float>& page_probs, int64_t n, std::vector<uint64_t>& order,
+                   std::vector<int32_t>& taken, std::vector<int32_t>& slots) const {
+    // Best first = probability descending, then page ascending: one 64-bit key per page,
+    // ascending (probabilities are non-negative floats, whose bit patterns order as their values
+    // do), so that selecting and sorting compare integers instead of chasing indices.
     order.resize(page_probs.size());
-    std::iota(order.begin(), order.end(), 0);
-    const auto better = [&](int32_t a, int32_t b) {
-      return page_probs[a] > page_probs[b] || (page_probs[a] == page_probs[b] && a < b);
-    };
+    for (size_t p = 0; p < page_probs.size(); ++p) {
+      uint32_t bits;
+      std::memcpy(&bits, &page_probs[p], 4);
+      order[p] = uint64_t(~bits) << 32 | uint32_t(p);
+    }
     // Only the best pages are read in order: top_k - 1 slots fill at most ceil((top_k-1)/page)
-    // pages, plus one when a page holds the newest slot (skipped). The comparator is a strict
-    // total order, so this prefix is the one a full sort gives.
+    // pages, plus one when a page holds the newest slot (skipped). The keys are distinct, so
+    // this prefix is the one a full sort gives.
     const size_t needed =
         std::min(order.size(), size_t((std::min(plan_.top_k, n) + plan_.page - 2) / plan_.page + 1));
-    std::nth_element(order.begin(), order.begin() + needed - 1, order.end(), better);
-    std::sort(order.begin(), order.begin() + needed, better);
+    std::nth_element(order.begin(), order.begin() + needed - 1, order.end());
+    std::sort(order.begin(), order.begin() + needed);
     order.resize(needed);
-    slots.assign(1, int32_t(n - 1));
+    // How many of its lowest slots each page gives (the newest slot aside), best pages first;
+    // then the slots in ascending order without a sort: page by page, the newest (the last
+    // slot of all) at the end.
+    const int64_t n_pages = int64_t(page_probs.size());
+    taken.assign(size_t(n_pages), 0);
     int64_t wanted = std::min(plan_.top_k, n) - 1;
     for (size_t i = 0; i < order.size() && wanted > 0; ++i) {
-      const int64_t first = int64_t(order[i]) * plan_.page, end = first + page_size(order[i], n);
-      for (int64_t s = first; s < end && wanted > 0; ++s)
-        if (s != n - 1) {
-          slots.push_back(int32_t(s));
-          --wanted;
-        }
+      const int64_t page = int64_t(order[i] & 0xffffffffu);
+      const int64_t usable = page_size(page, n) - (page == n_pages - 1 ? 1 : 0);
+      taken[size_t(page)] = int32_t(std::min(usable, wanted));
+      wanted -= taken[size_t(page)];
     }
-    std::sort(slots.begin(), slots.end());
+    slots.clear();
+    for (int64_t page = 0; page < n_pages; ++page)
+      for (int32_t j = 0; j < taken[size_t(page)]; ++j) slots.push_back(int32_t(page * plan_.page + j));
+    slots.push_back(int32_t(n - 1));
   }
 
   RocketKvSettings s_;
