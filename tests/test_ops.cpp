@@ -489,6 +489,46 @@ TEST_P(OpsMatmul, ThreadCountDoesNotChangeResults) {
 INSTANTIATE_TEST_SUITE_P(AllTypes, OpsMatmul, ::testing::ValuesIn(kAllTypes),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
+// Attention's single-threaded products: strided X and Y, W as given (nt) or transposed (nn),
+// overwrite then accumulate, against double sums; the Y entries outside the product stay put.
+TEST(OpsGemmF32, StridedNtAndNnMatchDoubleReferenceAndAccumulate) {
+  struct Shape {
+    int64_t n, rows, k;
+  };
+  uint32_t seed = 500;
+  for (const Shape sh : {Shape{1, 1, 1}, Shape{13, 33, 64}, Shape{128, 256, 64}, Shape{25, 64, 300}, Shape{7, 5, 17}}) {
+    const int64_t ldx = sh.k + 3, ldy = sh.rows + 5;
+    const auto x = random_vec(size_t(sh.n * ldx), seed++);
+    const auto w = random_vec(size_t(sh.rows * sh.k), seed++);  // nt: rows x k; nn: read as k x rows
+    const auto y0 = random_vec(size_t(sh.n * ldy), seed++);
+    for (bool transposed : {false, true}) {
+      for (bool accumulate : {false, true}) {
+        std::vector<float> y = y0;
+        if (transposed)
+          gemm_f32_nn(x.data(), ldx, sh.n, w.data(), sh.k, sh.rows, y.data(), ldy, accumulate);
+        else
+          gemm_f32_nt(x.data(), ldx, sh.n, w.data(), sh.rows, sh.k, y.data(), ldy, accumulate);
+        for (int64_t t = 0; t < sh.n; ++t)
+          for (int64_t j = 0; j < ldy; ++j) {
+            const size_t at = size_t(t * ldy + j);
+            if (j >= sh.rows) {
+              ASSERT_EQ(y[at], y0[at]) << "outside the product";
+              continue;
+            }
+            double want = accumulate ? y0[at] : 0.0, mag = std::fabs(want);
+            for (int64_t c = 0; c < sh.k; ++c) {
+              const double wv = transposed ? w[size_t(c * sh.rows + j)] : w[size_t(j * sh.k + c)];
+              want += double(x[size_t(t * ldx + c)]) * wv;
+              mag += std::fabs(double(x[size_t(t * ldx + c)]) * wv);
+            }
+            ASSERT_NEAR(y[at], want, 1e-5 * mag + 1e-6)
+                << (transposed ? "nn " : "nt ") << sh.n << "x" << sh.rows << "x" << sh.k << " t=" << t << " j=" << j;
+          }
+      }
+    }
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // element-wise kernels
 

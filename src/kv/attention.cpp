@@ -1,7 +1,5 @@
 #include "kv/attention.h"
 
-#include <cblas.h>
-
 #include <algorithm>
 #include <cmath>
 
@@ -338,22 +336,12 @@ void decode_dense(const PagedKv& kv, const float* q, int n_heads, float* out, At
   });
 }
 
-// The kernels already run on every thread of the engine's pool; OpenBLAS's own threads on top
-// would oversubscribe the cores (each small product waking and spinning extra threads, ~10x
-// slower on a busy machine), so its products run single-threaded. Process-wide, set once.
-void use_single_threaded_blas() {
-  static const bool once = [] {
-    openblas_set_num_threads(1);
-    return true;
-  }();
-  (void)once;
-}
-
 // A block of queries: per head and tile of queries, scores = Q K^T chunk by chunk into one row
 // per query, causal softmax per row, then out = P V accumulated chunk by chunk. Chunks of
-// kAttentionKeyChunk tokens (several pages gathered as f32 rows) keep each product large: one
-// product per 32-token page spent most of an 8K prefill's attention time in the BLAS calls'
-// fixed costs.
+// kAttentionKeyChunk tokens (several pages gathered as f32 rows) keep each product large. The
+// products run on the engine's own blocked GEMM (gemm_f32_nt / _nn, this thread only: the
+// heads are already spread over the pool), whose AVX-512 micro-kernel measured faster here
+// than the OpenBLAS build's (which picks 256-bit AVX2 kernels on this CPU).
 void prefill_dense(const PagedKv& kv, const float* q, int64_t q_stride, int n_heads, int64_t n_q, float* out,
                    int64_t out_stride, AttentionScratch& scratch, SoftmaxRowObserver* observer) {
   const int hd = kv.head_dim;
@@ -363,8 +351,9 @@ void prefill_dense(const PagedKv& kv, const float* q, int64_t q_stride, int n_he
   const auto& pages = kv.head.pages();
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   const int64_t tile = std::min(n_q, kAttentionQueryTile);
-  use_single_threaded_blas();
   float* s = scores_buffer(scratch, tile * kv.head.size());
+  if (scratch.queries.size() < size_t(tile * hd)) scratch.queries.resize(size_t(tile * hd));
+  float* qs = scratch.queries.data();  // the tile's queries, scaled by 1/sqrt(head_dim)
   const DType kt = kv.head.key_type(), vt = kv.head.value_type();
   float* chunk_buffer = rows_buffer(scratch, chunk * hd);
 
@@ -374,11 +363,12 @@ void prefill_dense(const PagedKv& kv, const float* q, int64_t q_stride, int n_he
     for (int64_t t0 = 0; t0 < n_q; t0 += tile) {
       const int64_t rows = std::min(tile, n_q - t0);
       const int64_t cols = n_before + t0 + rows;  // tokens visible to the tile's last query
+      for (int64_t i = 0; i < rows; ++i)
+        for (int d = 0; d < hd; ++d) qs[i * hd + d] = qg[(t0 + i) * q_stride + d] * scale;
       for (int64_t c0 = 0; c0 < cols; c0 += chunk) {
         const int64_t m = std::min(chunk, cols - c0);
         const float* keys = chunk_rows_f32(pages, true, kt, pt, c0, m, hd, chunk_buffer);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(rows), int(m), hd, scale, qg + t0 * q_stride,
-                    int(q_stride), keys, hd, 0.0f, s + c0, int(cols));
+        gemm_f32_nt(qs, hd, rows, keys, m, hd, s + c0, cols, false);
       }
       for (int64_t i = 0; i < rows; ++i) {
         float* row = s + i * cols;
@@ -390,8 +380,7 @@ void prefill_dense(const PagedKv& kv, const float* q, int64_t q_stride, int n_he
       for (int64_t c0 = 0; c0 < cols; c0 += chunk) {
         const int64_t m = std::min(chunk, cols - c0);
         const float* values = chunk_rows_f32(pages, false, vt, pt, c0, m, hd, chunk_buffer);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(rows), hd, int(m), 1.0f, s + c0, int(cols), values,
-                    hd, c0 == 0 ? 0.0f : 1.0f, og + t0 * out_stride, int(out_stride));
+        gemm_f32_nn(s + c0, cols, rows, values, m, hd, og + t0 * out_stride, out_stride, c0 != 0);
       }
     }
   }

@@ -25,7 +25,8 @@ inline int64_t attention_key_chunk(int64_t page_tokens) {
 // the kernels never allocate.
 struct AttentionScratch {
   std::vector<float> scores;
-  std::vector<float> rows;  // decoded rows: one row (decode) or attention_key_chunk rows (prefill)
+  std::vector<float> rows;     // decoded rows: one row (decode) or attention_key_chunk rows (prefill)
+  std::vector<float> queries;  // prefill: one query tile, scaled
 };
 
 // Floats of AttentionScratch::scores the kernels need for `n_q_heads` query heads (decode) or

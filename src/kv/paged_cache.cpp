@@ -78,6 +78,7 @@ void PagedKvCache::attend(int layer, const float* q, int n, float* out, ThreadPo
     for (auto& s : scratch_) {
       s.scores.resize(size_t(attention_scores_size(group, capacity_)));
       s.rows.resize(size_t(attention_key_chunk(pool_.page_tokens())) * head_dim_);
+      s.queries.resize(size_t(kAttentionQueryTile) * head_dim_);
     }
   }
 

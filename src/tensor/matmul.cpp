@@ -45,7 +45,7 @@ constexpr int64_t kKC = 256;  // depth of one K slice (multiple of 256 so every 
 // For block-quantised weights, each row is first rounded through the activation quantisation
 // that the type's integer dot products use (q8_0 blocks, or q8_K for K-quants), so results do
 // not depend on which kernel (decode's or prefill's) computed them.
-void pack_x_panel(const float* x, int64_t n, int64_t k, int64_t t0, float* dst, DType wtype) {
+void pack_x_panel(const float* x, int64_t ldx, int64_t n, int64_t k, int64_t t0, float* dst, DType wtype) {
   const bool quantise_x = dtype_is_quantized(wtype);
   const int mt = static_cast<int>(std::min<int64_t>(kMR, n - t0));
   if (mt < kMR) std::memset(dst, 0, static_cast<size_t>(k) * kMR * sizeof(float));
@@ -55,14 +55,14 @@ void pack_x_panel(const float* x, int64_t n, int64_t k, int64_t t0, float* dst, 
     auto* q = static_cast<float*>(q_scratch.get(static_cast<size_t>(kMR) * k * sizeof(float)));
     for (int t = 0; t < mt; ++t) {
       if (wtype == DType::Q8_0) {
-        detail::round_through_q8_activations(x + (t0 + t) * k, k, q + t * k);
+        detail::round_through_q8_activations(x + (t0 + t) * ldx, k, q + t * k);
       } else {
-        detail::round_through_quant_activations(wtype, x + (t0 + t) * k, k, q + t * k);
+        detail::round_through_quant_activations(wtype, x + (t0 + t) * ldx, k, q + t * k);
       }
       rows[t] = q + t * k;
     }
   } else {
-    for (int t = 0; t < mt; ++t) rows[t] = x + (t0 + t) * k;
+    for (int t = 0; t < mt; ++t) rows[t] = x + (t0 + t) * ldx;
   }
   constexpr int64_t kStep = 64;
   for (int64_t k0 = 0; k0 < k; k0 += kStep) {
@@ -221,17 +221,35 @@ void micro_kernel(const float* xp, const float* wp, int64_t kc, float* c, int64_
 struct F32Panels {
   using XElem = float;
   using WElem = float;
+  static constexpr bool kPrefetchWeights = true;  // weights stream from DRAM
   static int64_t x_elems(int64_t k) { return k * kMR; }         // one token panel
   static int64_t x_offset(int64_t k0) { return k0 * kMR; }      // where K slice k0 starts in it
   static constexpr size_t kWElems = static_cast<size_t>(kNR) * kKC;
-  static void pack_x(const float* x, int64_t n, int64_t k, int64_t t0, float* dst, DType wtype) {
-    pack_x_panel(x, n, k, t0, dst, wtype);
+  static void pack_x(const float* x, int64_t ldx, int64_t n, int64_t k, int64_t t0, float* dst, DType wtype) {
+    pack_x_panel(x, ldx, n, k, t0, dst, wtype);
   }
   static void pack_w(const WeightView& w, int64_t r0, int64_t k0, int64_t kc, float* dst, float* tmp) {
     pack_w_panel(w, r0, k0, kc, dst, tmp);
   }
   static void kernel(const float* xp, const float* wp, int64_t kc, float* c, int64_t ldc, int mt, int nr, bool first) {
     micro_kernel(xp, wp, kc, c, ldc, mt, nr, first);
+  }
+};
+
+// f32 panels of a W given as its transpose: w.data holds W^T, w.cols rows of w.rows floats (as
+// attention's values are stored: token-major), so a panel's [kc][kNR] layout is read straight
+// from consecutive rows of W^T, with no transpose. The operands are already in cache.
+struct F32TransposedPanels : F32Panels {
+  static constexpr bool kPrefetchWeights = false;
+  static void pack_w(const WeightView& w, int64_t r0, int64_t k0, int64_t kc, float* dst, float*) {
+    const int nr = static_cast<int>(std::min<int64_t>(kNR, w.rows - r0));
+    const float* wt = static_cast<const float*>(w.data);
+    for (int64_t kk = 0; kk < kc; ++kk) {
+      const float* src = wt + (k0 + kk) * w.rows + r0;
+      float* d = dst + kk * kNR;
+      std::copy_n(src, nr, d);
+      std::fill(d + nr, d + kNR, 0.0f);
+    }
   }
 };
 
@@ -243,18 +261,19 @@ struct F32Panels {
 struct Bf16Panels {
   using XElem = uint32_t;
   using WElem = uint16_t;
+  static constexpr bool kPrefetchWeights = true;
   static int64_t x_elems(int64_t k) { return (k + 1) / 2 * kMR; }
   static int64_t x_offset(int64_t k0) { return k0 / 2 * kMR; }  // k0 is a multiple of kKC: even
   static constexpr size_t kWElems = static_cast<size_t>(kNR) * kKC;
 
-  static void pack_x(const float* x, int64_t n, int64_t k, int64_t t0, uint32_t* dst, DType) {
+  static void pack_x(const float* x, int64_t ldx, int64_t n, int64_t k, int64_t t0, uint32_t* dst, DType) {
     const int64_t pairs = (k + 1) / 2;
     const int mt = static_cast<int>(std::min<int64_t>(kMR, n - t0));
     if (mt < kMR) std::memset(dst, 0, static_cast<size_t>(pairs) * kMR * sizeof(uint32_t));
     thread_local detail::Scratch scratch;
     auto* xb = static_cast<uint16_t*>(scratch.get(static_cast<size_t>(2 * pairs) * sizeof(uint16_t)));
     for (int t = 0; t < mt; ++t) {
-      detail::round_x_to_bf16_pairs(x + (t0 + t) * k, k, xb);
+      detail::round_x_to_bf16_pairs(x + (t0 + t) * ldx, k, xb);
       for (int64_t p = 0; p < pairs; ++p) dst[p * kMR + t] = xb[2 * p] | static_cast<uint32_t>(xb[2 * p + 1]) << 16;
     }
   }
@@ -305,9 +324,23 @@ struct Bf16Panels {
 };
 #endif
 
-// The blocked GEMM over a panel format P (F32Panels or Bf16Panels).
+// X and Y of one product: n rows of X, ldx floats apart; Y rows ldy floats apart, overwritten
+// or (accumulate) added to.
+struct GemmOperands {
+  const float* x;
+  int64_t ldx, n;
+  float* y;
+  int64_t ldy;
+  bool accumulate;
+};
+
+// The blocked GEMM over a panel format P (F32Panels, F32TransposedPanels or Bf16Panels), on the
+// pool's threads, or on the calling thread alone when pool is null.
 template <class P>
-void gemm_panels(const WeightView& w, const float* x, int64_t n, float* y, ThreadPool& pool) {
+void gemm_panels(const WeightView& w, const GemmOperands& op, ThreadPool* pool) {
+  const float* x = op.x;
+  const int64_t n = op.n;
+  float* y = op.y;
   const int64_t k = w.cols;
   const int64_t n_xpanels = (n + kMR - 1) / kMR;
   const int64_t n_wpanels = (w.rows + kNR - 1) / kNR;
@@ -317,12 +350,14 @@ void gemm_panels(const WeightView& w, const float* x, int64_t n, float* y, Threa
   auto* xp = static_cast<typename P::XElem*>(
       x_scratch.get(static_cast<size_t>(n_xpanels * x_panel) * sizeof(typename P::XElem)));
 
-  const bool parallel = pool.size() > 1 && static_cast<double>(n) * w.rows * k > 2e6;
+  const int threads = pool != nullptr ? pool->size() : 1;
+  const bool parallel = threads > 1 && static_cast<double>(n) * w.rows * k > 2e6;
   auto pack = [&](int t, int nt) {
-    for (int64_t p = n_xpanels * t / nt; p < n_xpanels * (t + 1) / nt; ++p) P::pack_x(x, n, k, p * kMR, xp + p * x_panel, w.type);
+    for (int64_t p = n_xpanels * t / nt; p < n_xpanels * (t + 1) / nt; ++p)
+      P::pack_x(x, op.ldx, n, k, p * kMR, xp + p * x_panel, w.type);
   };
   // Weight panels go out in chunks of up to 4 (about 4 chunks per thread at least).
-  detail::ChunkQueue queue(n_wpanels, std::clamp<int64_t>(n_wpanels / (4 * pool.size()), 1, 4));
+  detail::ChunkQueue queue(n_wpanels, std::clamp<int64_t>(n_wpanels / (4 * threads), 1, 4));
   auto compute = [&](int, int) {
     thread_local detail::Scratch w_scratch;
     auto* wbuf = static_cast<typename P::WElem*>(w_scratch.get(2 * P::kWElems * sizeof(typename P::WElem) + 64));
@@ -343,13 +378,14 @@ void gemm_panels(const WeightView& w, const float* x, int64_t n, float* y, Threa
             next_k0 = k0 + kKC;
             next_kc = std::min(kKC, k - next_k0);
           }
-          const detail::PanelPrefetcher prefetcher(w, next_r0,
-                                                   next_k0 < k ? std::min(w.rows, next_r0 + kNR) : next_r0, next_k0,
-                                                   next_k0 < k ? next_kc : 0, n_xpanels);
+          const bool more = P::kPrefetchWeights && next_k0 < k;
+          const detail::PanelPrefetcher prefetcher(w, next_r0, more ? std::min(w.rows, next_r0 + kNR) : next_r0,
+                                                   next_k0, more ? next_kc : 0, n_xpanels);
           for (int64_t xpi = 0; xpi < n_xpanels; ++xpi) {
             const int64_t t0 = xpi * kMR;
             const int mt = static_cast<int>(std::min<int64_t>(kMR, n - t0));
-            P::kernel(xp + xpi * x_panel + P::x_offset(k0), wp, kc, y + t0 * w.rows + r0, w.rows, mt, nr, k0 == 0);
+            P::kernel(xp + xpi * x_panel + P::x_offset(k0), wp, kc, y + t0 * op.ldy + r0, op.ldy, mt, nr,
+                      k0 == 0 && !op.accumulate);
             prefetcher.part(xpi);
           }
         }
@@ -357,8 +393,8 @@ void gemm_panels(const WeightView& w, const float* x, int64_t n, float* y, Threa
     }
   };
   if (parallel) {
-    pool.run_fn(pack);
-    pool.run_fn(compute);
+    pool->run_fn(pack);
+    pool->run_fn(compute);
   } else {
     pack(0, 1);
     compute(0, 1);
@@ -389,13 +425,27 @@ void matmul(const WeightView& w, const float* x, int64_t n, float* y, ThreadPool
     detail::matmul_q8(w, x, n, y, pool);
     return;
   }
+  const GemmOperands op{x, w.cols, n, y, w.rows, false};
 #if defined(KVSLIM_BF16_DOT)
   if (w.type == DType::BF16) {
-    gemm_panels<Bf16Panels>(w, x, n, y, pool);
+    gemm_panels<Bf16Panels>(w, op, &pool);
     return;
   }
 #endif
-  gemm_panels<F32Panels>(w, x, n, y, pool);
+  gemm_panels<F32Panels>(w, op, &pool);
+}
+
+void gemm_f32_nt(const float* x, int64_t ldx, int64_t n, const float* w, int64_t w_rows, int64_t k, float* y,
+                 int64_t ldy, bool accumulate) {
+  if (n <= 0 || w_rows <= 0 || k <= 0) return;
+  gemm_panels<F32Panels>(WeightView{DType::F32, w, w_rows, k}, GemmOperands{x, ldx, n, y, ldy, accumulate}, nullptr);
+}
+
+void gemm_f32_nn(const float* x, int64_t ldx, int64_t n, const float* w, int64_t k, int64_t w_cols, float* y,
+                 int64_t ldy, bool accumulate) {
+  if (n <= 0 || w_cols <= 0 || k <= 0) return;
+  gemm_panels<F32TransposedPanels>(WeightView{DType::F32, w, w_cols, k}, GemmOperands{x, ldx, n, y, ldy, accumulate},
+                                   nullptr);
 }
 
 }  // namespace kvslim

@@ -31,6 +31,16 @@ void matvec_multi(std::span<const WeightView> ws, const float* x, std::span<floa
 // Y[t][r] = sum_c W[r][c] * X[t][c] for t < n. X is n x W.cols, Y is n x W.rows (row-major).
 void matmul(const WeightView& w, const float* x, int64_t n, float* y, ThreadPool& pool);
 
+// Single-threaded f32 products for kernels that already run one per thread (prefill attention),
+// on the same blocked GEMM as matmul. X is n x k with rows ldx apart; Y is n x (rows of W) with
+// rows ldy apart, overwritten or (accumulate) added to.
+// nt: W is w_rows x k, row-major: Y[t][j] (+)= sum_c X[t][c] W[j][c].
+void gemm_f32_nt(const float* x, int64_t ldx, int64_t n, const float* w, int64_t w_rows, int64_t k, float* y,
+                 int64_t ldy, bool accumulate);
+// nn: W is k x w_cols, row-major: Y[t][j] (+)= sum_c X[t][c] W[c][j].
+void gemm_f32_nn(const float* x, int64_t ldx, int64_t n, const float* w, int64_t k, int64_t w_cols, float* y,
+                 int64_t ldy, bool accumulate);
+
 // True when this build multiplies BF16 weights with the CPU's bf16 dot product (AVX512-BF16):
 // matvec and matmul then round x to bf16 (nearest even) first, as the instruction takes bf16
 // on both sides (llama.cpp does the same for BF16 weights). Otherwise x stays f32.
