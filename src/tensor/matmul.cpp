@@ -30,7 +30,7 @@ namespace kvslim {
 namespace {
 
 #if defined(__AVX512F__)
-constexpr int kMR = 12;  // tokens per micro-tile
+constexpr int kMR = 14;  // tokens per micro-tile
 constexpr int kNR = 32;  // weight rows per micro-tile (two 16-float vectors)
 #elif defined(__AVX2__) && defined(__FMA__)
 constexpr int kMR = 6;
@@ -148,7 +148,7 @@ inline void store_tile(const __m512 (&acc)[kMR][2], float* c, int64_t ldc, int m
   const __mmask16 m0 = nr >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << nr) - 1);
   const __mmask16 m1 = nr >= 32 ? static_cast<__mmask16>(0xffff)
                                 : (nr > 16 ? static_cast<__mmask16>((1u << (nr - 16)) - 1) : static_cast<__mmask16>(0));
-#pragma GCC unroll 12
+#pragma GCC unroll 14
   for (int t = 0; t < kMR; ++t) {
     if (t >= mt) break;
     float* ct = c + t * ldc;
@@ -164,13 +164,13 @@ inline void store_tile(const __m512 (&acc)[kMR][2], float* c, int64_t ldc, int m
 
 void micro_kernel(const float* xp, const float* wp, int64_t kc, float* c, int64_t ldc, int mt, int nr, bool first) {
   __m512 acc[kMR][2];
-#pragma GCC unroll 12
+#pragma GCC unroll 14
   for (int t = 0; t < kMR; ++t) acc[t][0] = acc[t][1] = _mm512_setzero_ps();
   for (int64_t kk = 0; kk < kc; ++kk) {
     const __m512 w0 = _mm512_loadu_ps(wp + kk * kNR);
     const __m512 w1 = _mm512_loadu_ps(wp + kk * kNR + 16);
     const float* xk = xp + kk * kMR;
-#pragma GCC unroll 12
+#pragma GCC unroll 14
     for (int t = 0; t < kMR; ++t) {
       const __m512 xb = _mm512_set1_ps(xk[t]);
       acc[t][0] = _mm512_fmadd_ps(xb, w0, acc[t][0]);
@@ -305,14 +305,14 @@ struct Bf16Panels {
   static void kernel(const uint32_t* xp, const uint16_t* wp, int64_t kc, float* c, int64_t ldc, int mt, int nr,
                      bool first) {
     __m512 acc[kMR][2];
-#pragma GCC unroll 12
+#pragma GCC unroll 14
     for (int t = 0; t < kMR; ++t) acc[t][0] = acc[t][1] = _mm512_setzero_ps();
     const int64_t pairs = (kc + 1) / 2;
     for (int64_t p = 0; p < pairs; ++p) {
       const __m512bh w0 = (__m512bh)_mm512_loadu_si512(wp + p * 2 * kNR);
       const __m512bh w1 = (__m512bh)_mm512_loadu_si512(wp + p * 2 * kNR + 32);
       const uint32_t* xk = xp + p * kMR;
-#pragma GCC unroll 12
+#pragma GCC unroll 14
       for (int t = 0; t < kMR; ++t) {
         const __m512bh xb = (__m512bh)_mm512_set1_epi32(static_cast<int>(xk[t]));
         acc[t][0] = _mm512_dpbf16_ps(acc[t][0], xb, w0);
