@@ -17,7 +17,6 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
-#include <numeric>
 
 #include "press/attention_accumulator.h"
 #include "press/methods.h"
