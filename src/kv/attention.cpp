@@ -273,7 +273,7 @@ float* rows_buffer(AttentionScratch& scratch, int64_t n) {
 
 // Tokens [c0, c0 + m) of a head (c0 a multiple of the page size) as contiguous f32 rows for the
 // matrix products, decoded or copied from their pages into `buffer` (m * hd floats): one chunk of
-// kAttentionKeyChunk tokens at a time, never the whole cache.
+// attention_key_chunk tokens at a time, never the whole cache.
 const float* chunk_rows_f32(const std::vector<KvPage*>& pages, bool keys, DType type, int64_t pt, int64_t c0, int64_t m,
                             int hd, float* buffer) {
   for (int64_t p0 = c0; p0 < c0 + m; p0 += pt) {
@@ -338,7 +338,7 @@ void decode_dense(const PagedKv& kv, const float* q, int n_heads, float* out, At
 
 // A block of queries: per head and tile of queries, scores = Q K^T chunk by chunk into one row
 // per query, causal softmax per row, then out = P V accumulated chunk by chunk. Chunks of
-// kAttentionKeyChunk tokens (several pages gathered as f32 rows) keep each product large. The
+// attention_key_chunk tokens (several pages gathered as f32 rows) keep each product large. The
 // products run on the engine's own blocked GEMM (gemm_f32_nt / _nn, this thread only: the
 // heads are already spread over the pool), whose AVX-512 micro-kernel measured faster here
 // than the OpenBLAS build's (which picks 256-bit AVX2 kernels on this CPU).
