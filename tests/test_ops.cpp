@@ -496,7 +496,8 @@ TEST(OpsGemmF32, StridedNtAndNnMatchDoubleReferenceAndAccumulate) {
     int64_t n, rows, k;
   };
   uint32_t seed = 500;
-  for (const Shape sh : {Shape{1, 1, 1}, Shape{13, 33, 64}, Shape{128, 256, 64}, Shape{25, 64, 300}, Shape{7, 5, 17}}) {
+  for (const Shape sh : {Shape{1, 1, 1}, Shape{13, 33, 64}, Shape{128, 256, 64}, Shape{25, 64, 300}, Shape{7, 5, 17},
+                         Shape{3, 4, 0}}) {
     const int64_t ldx = sh.k + 3, ldy = sh.rows + 5;
     const auto x = random_vec(size_t(sh.n * ldx), seed++);
     const auto w = random_vec(size_t(sh.rows * sh.k), seed++);  // nt: rows x k; nn: read as k x rows

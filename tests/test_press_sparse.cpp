@@ -278,6 +278,12 @@ TEST(PressSparsePageBounds, FollowAppendsEvictionsAndViews) {
   std::vector<int32_t> slots = prefix;
   for (int32_t i = 10; i < int32_t(head.size()); ++i) slots.push_back(i);
   expect_bounds_match(v, head, slots, kHeadDim);
+
+  // Reused for another head width (its arrays are laid out per channel), then for this one again.
+  v.reset(4, kHeadDim / 2);
+  v.reset(3, kHeadDim);
+  v.sync(head);
+  expect_bounds_match(v, head, all_of(head), kHeadDim);
 }
 
 TEST(PressSparsePageBounds, QuestBoundIsAtLeastEveryLogitOfItsPage) {

@@ -5,6 +5,11 @@
 namespace kvslim {
 
 void PageBounds::reset(int page_tokens, int head_dim) {
+  if (head_dim != head_dim_) {  // the arrays are laid out per channel: a new width starts them afresh
+    min_.clear();
+    max_.clear();
+    capacity_ = 0;
+  }
   page_tokens_ = page_tokens;
   head_dim_ = head_dim;
   n_tokens_ = 0;

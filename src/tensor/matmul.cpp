@@ -435,15 +435,25 @@ void matmul(const WeightView& w, const float* x, int64_t n, float* y, ThreadPool
   gemm_panels<F32Panels>(w, op, &pool);
 }
 
+namespace {
+// An empty sum (k = 0): Y is zero, or unchanged when accumulating.
+void zero_rows_unless(bool accumulate, float* y, int64_t ldy, int64_t n, int64_t cols) {
+  if (accumulate) return;
+  for (int64_t t = 0; t < n; ++t) std::fill(y + t * ldy, y + t * ldy + cols, 0.0f);
+}
+}  // namespace
+
 void gemm_f32_nt(const float* x, int64_t ldx, int64_t n, const float* w, int64_t w_rows, int64_t k, float* y,
                  int64_t ldy, bool accumulate) {
-  if (n <= 0 || w_rows <= 0 || k <= 0) return;
+  if (n <= 0 || w_rows <= 0) return;
+  if (k <= 0) return zero_rows_unless(accumulate, y, ldy, n, w_rows);
   gemm_panels<F32Panels>(WeightView{DType::F32, w, w_rows, k}, GemmOperands{x, ldx, n, y, ldy, accumulate}, nullptr);
 }
 
 void gemm_f32_nn(const float* x, int64_t ldx, int64_t n, const float* w, int64_t k, int64_t w_cols, float* y,
                  int64_t ldy, bool accumulate) {
-  if (n <= 0 || w_cols <= 0 || k <= 0) return;
+  if (n <= 0 || w_cols <= 0) return;
+  if (k <= 0) return zero_rows_unless(accumulate, y, ldy, n, w_cols);
   gemm_panels<F32TransposedPanels>(WeightView{DType::F32, w, w_cols, k}, GemmOperands{x, ldx, n, y, ldy, accumulate},
                                    nullptr);
 }
