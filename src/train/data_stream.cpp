@@ -11,6 +11,7 @@
 #include "gguf/gguf.h"
 #include "model/byte_vocab.h"
 #include "tasks/rng.h"
+#include "train/dense_tasks.h"
 #include "util/error.h"
 
 namespace kvslim::train {
@@ -54,6 +55,7 @@ Tokenizer load_tokenizer(const std::string& vocab_path) {
 
 int64_t task_min_tokens(const std::string& task) {
   if (task == kInductionTask) return kInductionMinTokens;
+  if (is_dense_task(task)) return kDenseMinTokens;
   return tasks::find_task(task).min_tokens;
 }
 
@@ -138,10 +140,11 @@ DataStream::SampleSpec DataStream::spec(uint64_t index, int64_t length) const {
 
 TrainSequence DataStream::sample(uint64_t index, int64_t length) const {
   const SampleSpec s = spec(index, length);
-  const TrainSequence seq = s.task == kInductionTask
-                                ? induction_sequence(s.seed, s.target_tokens, tokenizer_)
-                                : training_sequence(tasks::make_sample(s.task, s.target_tokens, s.seed, tokenizer_),
-                                                    tokenizer_, prompt_weight_);
+  const TrainSequence seq =
+      s.task == kInductionTask ? induction_sequence(s.seed, s.target_tokens, tokenizer_)
+      : is_dense_task(s.task)  ? dense_sequence(s.task, s.seed, s.target_tokens, tokenizer_, prompt_weight_)
+                               : training_sequence(tasks::make_sample(s.task, s.target_tokens, s.seed, tokenizer_),
+                                                   tokenizer_, prompt_weight_);
   if (int64_t(seq.tokens.size()) - 1 > context_length_)
     fail("a {} sample of {} tokens (prompt, answer and EOS) exceeds the model's context of {}; raise the context "
          "or shorten the curriculum", s.task, seq.tokens.size(), context_length_);
@@ -151,6 +154,7 @@ TrainSequence DataStream::sample(uint64_t index, int64_t length) const {
 std::string DataStream::sample_text(uint64_t index, int64_t length) const {
   const SampleSpec s = spec(index, length);
   if (s.task == kInductionTask) return "";
+  if (is_dense_task(s.task)) return dense_text(s.task, s.seed, s.target_tokens, tokenizer_);
   const tasks::TaskSample sample = tasks::make_sample(s.task, s.target_tokens, s.seed, tokenizer_);
   std::string answer;
   for (const std::string& a : sample.answers) answer += (answer.empty() ? " " : ", ") + a;

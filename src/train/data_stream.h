@@ -33,7 +33,8 @@ inline constexpr int64_t kInductionMinTokens = 32;
 // (written to a temporary file and removed once read: tokenizers are built from GGUF files).
 Tokenizer load_tokenizer(const std::string& vocab_path);
 
-// The shortest prompt a task of the mix can be built at (eval tasks: their minimum).
+// The shortest prompt a task of the mix can be built at (eval tasks: their minimum). Besides
+// the eval tasks and `induction`, the mix takes the dense retrieval tasks of dense_tasks.h.
 int64_t task_min_tokens(const std::string& task);
 
 // The induction sequence of `length` tokens (BOS first when the tokenizer adds one): a pattern
