@@ -139,14 +139,14 @@ TEST(BlockPrefill, EveryMethodHoldsAtMostBudgetPlusBlockPerHead) {
     // is on the layers together; AdaKV shares a layer's budget among its heads, so its bound is
     // on each layer; every other method bounds each head.
     const bool per_head = m.name != "pyramidkv" && m.name.rfind("adakv", 0) != 0;
-    if (per_head) EXPECT_LE(block.largest_head, kBudget + kBlock);
-    if (m.name != "pyramidkv") EXPECT_LE(block.largest_layer, 2 * (kBudget + kBlock));
+    if (per_head) { EXPECT_LE(block.largest_head, kBudget + kBlock); }
+    if (m.name != "pyramidkv") { EXPECT_LE(block.largest_layer, 2 * (kBudget + kBlock)); }
     EXPECT_LE(block.largest_total, heads * (kBudget + kBlock));
     EXPECT_GT(block.largest_total, heads * kBudget);  // it did run over the budget between evictions
     EXPECT_LE(block.peak_tokens, heads * (kBudget + kBlock + m.extra_rows));
     int64_t kept = 0;
     for (const auto& p : block.positions) {
-      if (per_head) EXPECT_LE(int64_t(p.size()), kBudget);
+      if (per_head) { EXPECT_LE(int64_t(p.size()), kBudget); }
       kept += int64_t(p.size());
       EXPECT_TRUE(std::is_sorted(p.begin(), p.end()));
     }

@@ -43,7 +43,7 @@ TEST(EvalMultiTurn, OneRecordPerTurnAndTasksWithoutTurnsAreRefused) {
   for (size_t i = 0; i < records.size(); ++i) {
     EXPECT_EQ(records[i].task, "niah_multiquery/turn" + std::to_string(i % 4 + 1));
     EXPECT_EQ(records[i].protocol, "multi-turn");
-    if (i % 4) EXPECT_GT(records[i].n_prompt, records[i - 1].n_prompt);  // the conversation grows
+    if (i % 4) { EXPECT_GT(records[i].n_prompt, records[i - 1].n_prompt); }  // the conversation grows
   }
   // Resuming skips the finished runs.
   const CommandResult again = run("eval -m " + make_model(TinyModel{}) +

@@ -648,7 +648,7 @@ TEST(KvCacheTypes, StoredRowsDecodeToTheRoundedValues) {
         ASSERT_EQ(k[c], want[size_t(c)]) << dtype_name(t) << " row " << i;
         ASSERT_EQ(v[c], want[size_t(c)]) << dtype_name(t) << " row " << i;
       }
-      if (t == DType::F32) EXPECT_EQ(k, reinterpret_cast<const float*>(head.key_data(j)));  // no copy
+      if (t == DType::F32) { EXPECT_EQ(k, reinterpret_cast<const float*>(head.key_data(j))); }  // no copy
       ++j;
     }
     head.clear(pool);
@@ -689,7 +689,7 @@ TEST(KvCacheTypes, AttentionErrorAgainstUnroundedRowsIsBounded) {
         }
     }
     EXPECT_LT(worst, c.bound) << dtype_name(c.type);
-    if (c.type != DType::F32) EXPECT_GT(worst, 1e-6) << dtype_name(c.type) << ": the rounding should show";
+    if (c.type != DType::F32) { EXPECT_GT(worst, 1e-6) << dtype_name(c.type) << ": the rounding should show"; }
   }
 }
 

@@ -61,9 +61,10 @@ std::string folder_of(const std::string& relative_file) {
 
 TEST(Layers, EveryFolderHasARank) {
   for (const auto& entry : std::filesystem::directory_iterator(KVSLIM_SOURCE_DIR "/src"))
-    if (entry.is_directory())
+    if (entry.is_directory()) {
       EXPECT_TRUE(layer_ranks().count(entry.path().filename().string()))
           << "src/" << entry.path().filename().string() << " has no place in the layer order (tests/test_layers.cpp)";
+    }
 }
 
 TEST(Layers, EveryRankedFolderExists) {

@@ -377,13 +377,14 @@ TEST_P(EveryMethodMultiTurn, FourTurnsKeepAConsistentCache) {
         total += head.size();
         for (int64_t i = 0; i < head.size(); ++i) {
           ASSERT_LT(head.position(i), s.n_past());
-          if (i > 0) ASSERT_GT(head.position(i), head.position(i - 1));
+          if (i > 0) { ASSERT_GT(head.position(i), head.position(i - 1)); }
         }
         if (method == "snapkv" || method == "h2o" || method == "tova" || method == "streaming_llm" ||
-            method == "knorm" || method == "random" || method == "dapq" || method == "laq" || method == "lookaheadkv")
+            method == "knorm" || method == "random" || method == "dapq" || method == "laq" || method == "lookaheadkv") {
           EXPECT_LE(head.size(), budget) << "turn " << turn;
+        }
       }
-    if (method == "adakv" || method == "pyramidkv") EXPECT_LE(total, budget * kv.n_layers() * kv.n_kv_heads());
+    if (method == "adakv" || method == "pyramidkv") { EXPECT_LE(total, budget * kv.n_layers() * kv.n_kv_heads()); }
     for (int i = 0; i < 4; ++i) {
       const int32_t next = argmax(logits);
       fed.push_back(next);

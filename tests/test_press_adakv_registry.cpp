@@ -131,7 +131,7 @@ TEST(PressAdaKvRegistry, RanksTheInnerScoresAndRunsEveryHook) {
       EXPECT_EQ(a.first_scores[i], b.first_scores[i]) << "head " << i;
       // Not a degenerate ranking (all zeros was the bug for dapq and lookaheadkv).
       const auto [lo, hi] = std::minmax_element(a.first_scores[i].begin(), a.first_scores[i].end());
-      if (name != "random") EXPECT_LT(*lo, *hi) << "head " << i << ": every score equal";
+      if (name != "random") { EXPECT_LT(*lo, *hi) << "head " << i << ": every score equal"; }
     }
     EXPECT_EQ(a.layer_totals, b.layer_totals) << "a hook of the inner method did not run inside adakv";
   }

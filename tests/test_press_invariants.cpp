@@ -130,16 +130,17 @@ TEST_P(PressInvariants, KeptTokensFollowTheBudgetRule) {
         const auto& kept = r.kept[l * kv_heads + h];
         EXPECT_TRUE(std::is_sorted(kept.begin(), kept.end())) << "layer " << l << " head " << h;
         EXPECT_TRUE(std::adjacent_find(kept.begin(), kept.end()) == kept.end()) << "duplicate position";
-        if (it->second == Rule::PerHead) EXPECT_LE(int64_t(kept.size()), budget) << "layer " << l << " head " << h;
-        if (it->second == Rule::NoEviction) EXPECT_EQ(int64_t(kept.size()), n_prompt);
+        if (it->second == Rule::PerHead) { EXPECT_LE(int64_t(kept.size()), budget) << "layer " << l << " head " << h; }
+        if (it->second == Rule::NoEviction) { EXPECT_EQ(int64_t(kept.size()), n_prompt); }
         layer_total += int64_t(kept.size());
       }
-      if (it->second == Rule::PerLayer) EXPECT_LE(layer_total, kv_heads * budget) << "layer " << l;
+      if (it->second == Rule::PerLayer) { EXPECT_LE(layer_total, kv_heads * budget) << "layer " << l; }
       total += layer_total;
     }
-    if (it->second == Rule::PerModel) EXPECT_LE(total, layers * kv_heads * budget);
-    if (it->second == Rule::PerHead || it->second == Rule::PerLayer || it->second == Rule::PerModel)
+    if (it->second == Rule::PerModel) { EXPECT_LE(total, layers * kv_heads * budget); }
+    if (it->second == Rule::PerHead || it->second == Rule::PerLayer || it->second == Rule::PerModel) {
       EXPECT_LT(total, int64_t(layers) * kv_heads * n_prompt) << "nothing evicted";
+    }
   }
 }
 

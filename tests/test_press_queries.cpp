@@ -43,7 +43,8 @@ ModelConfig small_config(int kv_heads, int head_dim = 8) {
 class FakeContext final : public testing::FakePressContext {
  public:
   FakeContext(const ModelConfig& config, int64_t capacity, int64_t budget, uint64_t seed = 1)
-      : FakePressContext(config, {.capacity = capacity, .page_tokens = 16, .budget = budget, .records_appended = true}),
+      : FakePressContext(config, {.capacity = capacity, .page_tokens = 16, .budget = budget, .prompt = {},
+                                  .records_appended = true}),
         rng_(seed) {}
 
   // Appends n tokens of random K/V to every head at the next positions.

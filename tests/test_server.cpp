@@ -242,9 +242,9 @@ TEST(Server, MalformedAndHostileRequestsAre400sNotCrashes) {
     EXPECT_EQ(status, 400) << body.substr(0, 80);
     EXPECT_TRUE(out.is_object() && out.contains("error")) << body.substr(0, 80);
   }
-  for (const std::string& body : {"{}", "{\"messages\": []}", "{\"messages\": [{\"content\": \"x\"}]}",
-                                  "{\"messages\": [{\"role\": \"user\", \"content\": 7}]}",
-                                  "{\"messages\": \"hi\"}"}) {
+  for (const std::string body : {"{}", "{\"messages\": []}", "{\"messages\": [{\"content\": \"x\"}]}",
+                                 "{\"messages\": [{\"role\": \"user\", \"content\": 7}]}",
+                                 "{\"messages\": \"hi\"}"}) {
     auto [status, out] = server.post("/v1/chat/completions", body);
     EXPECT_EQ(status, 400) << body;
     EXPECT_EQ(out["error"]["param"].get<std::string>().substr(0, 8), "messages") << out;
@@ -344,7 +344,9 @@ TEST(Server, ChatTurnsReuseTheSlotAndPrefillOnlyTheNewMessages) {
     EXPECT_EQ(second["timings"]["prompt_n"], n_second - cached) << press;
     EXPECT_LT(second["timings"]["prompt_n"].get<int>(), n_second - n_first + 10) << press;
     EXPECT_EQ(second["kv"]["press"], press["press"]);
-    if (press.contains("budget") && press["press"] == "snapkv") EXPECT_LE(second["kv"]["kept_tokens"].get<double>(), 40 + 10);
+    if (press.contains("budget") && press["press"] == "snapkv") {
+      EXPECT_LE(second["kv"]["kept_tokens"].get<double>(), 40 + 10);
+    }
   }
 }
 

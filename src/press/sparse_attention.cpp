@@ -59,7 +59,7 @@ float kth_largest(std::span<const float> values, int64_t k, std::vector<uint32_t
   size_t live = keys.size();
   uint32_t prefix = 0;
   uint32_t count[2048];
-  for (const auto [shift, bits] : {std::pair{21, 11}, std::pair{10, 11}, std::pair{0, 10}}) {
+  for (const auto& [shift, bits] : {std::pair{21, 11}, std::pair{10, 11}, std::pair{0, 10}}) {
     const uint32_t bins = 1u << bits;
     std::fill(count, count + bins, 0u);
     for (size_t i = 0; i < live; ++i) ++count[(keys[i] >> shift) & (bins - 1)];

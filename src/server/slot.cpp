@@ -184,7 +184,7 @@ nlohmann::json Slot::kept_map() const {
 
 void Slot::finish(const std::string& reason, std::optional<std::string> error) {
   const std::string rest = text_ ? text_->flush() : std::string();
-  if (!rest.empty()) job_->push(TokenEvent{-1, rest, "", 0, {}});
+  if (!rest.empty()) job_->push(TokenEvent{-1, rest, "", 0, {}, {}});
   result_.finish_reason = reason;
   if (begun_ && logits_) result_.decode_ms = ms_since(decode_start_);  // the prompt was prefilled
   if (session_) {
@@ -293,7 +293,7 @@ nlohmann::json Slot::save(const std::string& path) const {
   const auto start = Clock::now();
   const Session::Snapshot snapshot = session_->snapshot();
   const std::string press = key_.substr(0, key_.find('|'));
-  KvFileMeta meta{press, press_options_, session_->budget(), snapshot.turns, {}};
+  KvFileMeta meta{press, press_options_, session_->budget(), snapshot.turns, {}, {}};
   write_kv_file(path, *session_, meta, model_);
   return {{"id_slot", id_},
           {"n_saved", snapshot.history.size()},
