@@ -35,20 +35,13 @@ class Distinct {
     if (!uuid_keys_ && keys_.size() >= words::adjectives().size() * words::nouns().size() / 2) {
       fail("niah: the haystack needs more needles than there are distinct word keys; ask for fewer tokens");
     }
-    return draw(keys_, [&] { return uuid_keys_ ? random_uuid(rng) : words::adjective_noun(rng); });
+    return draw_distinct(keys_, [&] { return uuid_keys_ ? random_uuid(rng) : words::adjective_noun(rng); });
   }
   std::string value(Rng& rng) {
-    return draw(values_, [&] { return uuid_values_ ? random_uuid(rng) : random_digits(rng, 7); });
+    return draw_distinct(values_, [&] { return uuid_values_ ? random_uuid(rng) : random_digits(rng, 7); });
   }
 
  private:
-  template <class Make>
-  static std::string draw(std::set<std::string>& used, Make make) {
-    for (;;) {
-      std::string item = make();
-      if (used.insert(item).second) return item;
-    }
-  }
   bool uuid_keys_, uuid_values_;
   std::set<std::string> keys_, values_;
 };

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <set>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -63,6 +64,23 @@ inline std::string random_digits(Rng& rng, int count) {
   digits[0] = char('1' + rng.below(9));
   for (int i = 1; i < count; ++i) digits[size_t(i)] = char('0' + rng.below(10));
   return digits;
+}
+
+// `count` upper-case letters (variable tracking's variable names).
+inline std::string random_letters(Rng& rng, int count) {
+  std::string letters(size_t(count), 'A');
+  for (char& c : letters) c = char('A' + rng.below(26));
+  return letters;
+}
+
+// Items from `make` until one not in `used`, which is recorded there and returned: draws
+// without repeats within a sample (keys, values, names).
+template <class Make>
+std::string draw_distinct(std::set<std::string>& used, Make make) {
+  for (;;) {
+    std::string item = make();
+    if (used.insert(item).second) return item;
+  }
 }
 
 // A version-4 UUID in lower-case 8-4-4-4-12 form, as Python's uuid.UUID(version=4) prints one.

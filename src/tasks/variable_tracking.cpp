@@ -15,11 +15,7 @@ TaskSample make_variable_tracking(const SampleRequest& request) {
   Rng& rng = request.rng;
   std::vector<std::string> names;
   std::set<std::string> used;
-  while (names.size() < kHops + 1) {
-    std::string name(5, 'A');
-    for (char& c : name) c = char('A' + rng.below(26));
-    if (used.insert(name).second) names.push_back(name);
-  }
+  while (names.size() < kHops + 1) names.push_back(draw_distinct(used, [&] { return random_letters(rng, 5); }));
   const std::string value = random_digits(rng, 5);
 
   NeedleLayout layout;

@@ -38,14 +38,6 @@ std::vector<double> sorted_fractions(tasks::Rng& rng, size_t count) {
   return out;
 }
 
-template <class Make>
-std::string distinct(std::set<std::string>& used, Make make) {
-  for (;;) {
-    std::string item = make();
-    if (used.insert(item).second) return item;
-  }
-}
-
 DenseLayout recall_layout(tasks::Rng& rng, int64_t length) {
   const bool uuids = rng.below(5) < 2;
   const std::string kind = uuids ? "uuid" : "number", kinds = kind + "s";
@@ -61,8 +53,8 @@ DenseLayout recall_layout(tasks::Rng& rng, int64_t length) {
   std::set<std::string> keys_used, values_used;
   std::vector<std::pair<std::string, std::string>> pairs;
   for (size_t i = 0; i < needles; ++i) {
-    const std::string key = distinct(keys_used, [&] { return tasks::words::adjective_noun(rng); });
-    const std::string value = distinct(
+    const std::string key = tasks::draw_distinct(keys_used, [&] { return tasks::words::adjective_noun(rng); });
+    const std::string value = tasks::draw_distinct(
         values_used, [&] { return uuids ? tasks::random_uuid(rng) : tasks::random_digits(rng, 7); });
     pairs.emplace_back(key, value);
     layout.needles.push_back(fmt::format("One of the special magic {} for {} is: {}.", kinds, key, value));
@@ -92,13 +84,9 @@ DenseLayout chains_layout(tasks::Rng& rng, int64_t length) {
   std::vector<std::vector<std::string>> names(chains);
   std::vector<std::string> values;
   for (size_t c = 0; c < chains; ++c) {
-    values.push_back(distinct(values_used, [&] { return tasks::random_digits(rng, 5); }));
+    values.push_back(tasks::draw_distinct(values_used, [&] { return tasks::random_digits(rng, 5); }));
     for (int i = 0; i <= kHops; ++i) {
-      names[c].push_back(distinct(names_used, [&] {
-        std::string name(5, 'A');
-        for (char& ch : name) ch = char('A' + rng.below(26));
-        return name;
-      }));
+      names[c].push_back(tasks::draw_distinct(names_used, [&] { return tasks::random_letters(rng, 5); }));
     }
   }
   // Interleave the chains: a shuffled run of chain labels, each chain's k-th label its hop k, so
