@@ -68,7 +68,7 @@ struct DemoOptions {
   // The seed methods where they differ; lookaheadkv takes MODEL.lookahead.gguf (methods_with_adapter).
   std::string methods = kDefaultMethods;
   std::vector<int64_t> budgets{64, 128, 256};
-  eval::GridOptions grid{{"niah_single_1", "niah_single_2", "passkey"}, {1024, 2048}, {}, 4, 0};
+  eval::GridOptions grid{{"niah_single_1", "niah_single_2", "passkey", "niah_multikey_1"}, {1024, 2048}, {}, 4, 0};
   std::string out = "demo-out";
   int threads = 0;
   EngineOptions kv_types;  // only the page types are read

@@ -115,7 +115,7 @@ std::string join(const std::vector<std::string>& items) {
 
 ClaimsPlan claims_plan(bool quick, std::string adapter) {
   ClaimsPlan plan;
-  plan.tasks = {"niah_single_1", "niah_single_2", "passkey"};
+  plan.tasks = {"niah_single_1", "niah_single_2", "passkey", "niah_multikey_1"};
   plan.lengths = quick ? std::vector<int64_t>{1024} : std::vector<int64_t>{1024, 2048, 4096};
   plan.budgets = {64, 128};
   plan.samples = 8;
