@@ -97,8 +97,9 @@ DenseLayout chains_layout(tasks::Rng& rng, int64_t length) {
   std::vector<int> next_hop(chains, 0);
   for (const size_t c : labels) {
     const int hop = next_hop[c]++;
-    layout.needles.push_back(hop == 0 ? fmt::format("VAR {} = {}.", names[c][0], values[c])
-                                      : fmt::format("VAR {} = VAR {}.", names[c][size_t(hop)], names[c][size_t(hop - 1)]));
+    const std::vector<std::string>& chain = names[c];
+    layout.needles.push_back(hop == 0 ? fmt::format("VAR {} = {}.", chain[0], values[c])
+                                      : fmt::format("VAR {} = VAR {}.", chain[size_t(hop)], chain[size_t(hop - 1)]));
   }
   layout.fractions = sorted_fractions(rng, layout.needles.size());
   std::vector<size_t> order(chains);
@@ -172,7 +173,8 @@ int64_t fit_haystack(DenseLayout& layout, int64_t length, const Tokenizer& token
     layout.questions.pop_back();
     fixed = tokens_at(0);
   }
-  if (fixed > length) fail("a dense training sequence needs {} tokens without its haystack; {} is too short", fixed, length);
+  if (fixed > length)
+    fail("a dense training sequence needs {} tokens without its haystack; {} is too short", fixed, length);
   const int64_t probe = 2 * length;
   const double chars_per_token = double(probe) / double(std::max<int64_t>(1, tokens_at(probe) - fixed));
   int64_t chars = int64_t(double(length - fixed) * chars_per_token * 0.98);
