@@ -5,16 +5,13 @@
 #include <set>
 
 #include "tasks/needle_layout.h"
+#include "tasks/sentences.h"
 #include "tasks/task_families.h"
 #include "tasks/word_lists.h"
 #include "util/error.h"
 
 namespace kvslim::tasks {
 namespace {
-
-std::string needle(const std::string& kind, const std::string& key, const std::string& value) {
-  return fmt::format("One of the special magic {} for {} is: {}.", kind, key, value);
-}
 
 // "a", "a and b", "a, b, and c", as RULER joins its queries.
 std::string join_queries(const std::vector<std::string>& keys) {
@@ -62,7 +59,7 @@ TaskSample make_niah(const NiahSpec& spec, const SampleRequest& request) {
     values.emplace_back();
     for (int v = 0; v < spec.values; ++v) {
       values.back().push_back(distinct.value(rng));
-      needles.push_back(needle(kinds, keys.back(), values.back().back()));
+      needles.push_back(sentences::niah_needle(kinds, keys.back(), values.back().back()));
     }
   }
   rng.shuffle(needles);
@@ -80,17 +77,11 @@ TaskSample make_niah(const NiahSpec& spec, const SampleRequest& request) {
   const std::string query = join_queries(queried);
   // RULER's template, in the singular when one value is asked for.
   if (layout.answers.size() == 1) {
-    layout.intro = fmt::format(
-        "A special magic {0} is hidden within the following text. Make sure to memorize it. I will quiz you about the "
-        "{0} afterwards.\n",
-        kind);
-    layout.question = fmt::format("What is the special magic {} for {} mentioned in the provided text?", kind, query);
-    layout.answer_prefix = fmt::format(" The special magic {} for {} mentioned in the provided text is", kind, query);
+    layout.intro = sentences::niah_intro_one(kind);
+    layout.question = sentences::niah_question_one(kind, query);
+    layout.answer_prefix = sentences::niah_answer_prefix_one(kind, query);
   } else {
-    layout.intro = fmt::format(
-        "Some special magic {0} are hidden within the following text. Make sure to memorize it. I will quiz you about "
-        "the {0} afterwards.\n",
-        kinds);
+    layout.intro = sentences::niah_intro_many(kinds);
     layout.question =
         fmt::format("What are all the special magic {} for {} mentioned in the provided text?", kinds, query);
     layout.answer_prefix = fmt::format(" The special magic {} for {} mentioned in the provided text are", kinds, query);
@@ -111,8 +102,11 @@ TaskSample make_niah(const NiahSpec& spec, const SampleRequest& request) {
       case HaystackKind::Needles: break;
     }
     // Distractor needles, each with a key of its own, one per line as in RULER.
-    return Haystack([kinds, distinct](Rng& r, size_t) mutable { return needle(kinds, distinct.key(r), distinct.value(r)); },
-                    haystack_seed, "\n");
+    return Haystack(
+        [kinds, distinct](Rng& r, size_t) mutable {
+          return sentences::niah_needle(kinds, distinct.key(r), distinct.value(r));
+        },
+        haystack_seed, "\n");
   }();
   TaskSample sample = build_needle_sample(request.info.name, request.target_tokens, layout, haystack, request.tokenizer);
   // The multi-turn form: one key per turn, RULER's singular template.

@@ -1,11 +1,10 @@
 // Variable tracking, as RULER's scripts/data/synthetic/variable_tracking.py (noise haystack, one
 // chain): "VAR A = 12345." then "VAR B = VAR A." and so on for 4 hops, scattered through the
 // haystack in order; every variable of the chain holds the value.
-#include <fmt/format.h>
-
 #include <set>
 
 #include "tasks/needle_layout.h"
+#include "tasks/sentences.h"
 #include "tasks/task_families.h"
 
 namespace kvslim::tasks {
@@ -19,15 +18,13 @@ TaskSample make_variable_tracking(const SampleRequest& request) {
   const std::string value = random_digits(rng, 5);
 
   NeedleLayout layout;
-  layout.needles.push_back(fmt::format("VAR {} = {}.", names[0], value));
-  for (int hop = 1; hop <= kHops; ++hop) layout.needles.push_back(fmt::format("VAR {} = VAR {}.", names[hop], names[hop - 1]));
+  layout.needles.push_back(sentences::vt_assign_value(names[0], value));
+  for (int hop = 1; hop <= kHops; ++hop)
+    layout.needles.push_back(sentences::vt_assign_variable(names[hop], names[hop - 1]));
   layout.percents = draw_percents(rng, layout.needles.size());  // sorted, so the chain stays in order
-  layout.intro = "Memorize and track the chain(s) of variable assignment hidden in the following text.\n\n";
-  layout.question = fmt::format("Question: Find all variables that are assigned the value {} in the text above.", value);
-  layout.answer_prefix = fmt::format(
-      " Answer: According to the chain(s) of variable assignment in the text above, {} variables are assigned the "
-      "value {}, they are: ",
-      kHops + 1, value);
+  layout.intro = sentences::vt_intro();
+  layout.question = sentences::vt_question(value);
+  layout.answer_prefix = sentences::vt_answer_prefix(kHops + 1, value);
   layout.answers = names;
   layout.max_new_tokens = 48;
   Haystack haystack = Haystack::noise();

@@ -1,13 +1,12 @@
 #include "train/dense_tasks.h"
 
-#include <fmt/format.h>
-
 #include <algorithm>
 #include <cctype>
 #include <set>
 
 #include "tasks/haystack.h"
 #include "tasks/rng.h"
+#include "tasks/sentences.h"
 #include "tasks/word_lists.h"
 #include "util/error.h"
 
@@ -45,10 +44,7 @@ DenseLayout recall_layout(tasks::Rng& rng, int64_t length) {
   const size_t asked = std::max<size_t>(2, needles / 2);
 
   DenseLayout layout;
-  layout.intro = fmt::format(
-      "Some special magic {0} are hidden within the following text. Make sure to memorize it. I will quiz you about "
-      "the {0} afterwards.\n",
-      kinds);
+  layout.intro = tasks::sentences::niah_intro_many(kinds);
   layout.haystack = rng.below(10) < 7 ? tasks::Haystack::varied(rng.next()) : tasks::Haystack::noise();
   std::set<std::string> keys_used, values_used;
   std::vector<std::pair<std::string, std::string>> pairs;
@@ -57,7 +53,7 @@ DenseLayout recall_layout(tasks::Rng& rng, int64_t length) {
     const std::string value = tasks::draw_distinct(
         values_used, [&] { return uuids ? tasks::random_uuid(rng) : tasks::random_digits(rng, 7); });
     pairs.emplace_back(key, value);
-    layout.needles.push_back(fmt::format("One of the special magic {} for {} is: {}.", kinds, key, value));
+    layout.needles.push_back(tasks::sentences::niah_needle(kinds, key, value));
   }
   layout.fractions = sorted_fractions(rng, needles);  // the needles are in random key order already
   std::vector<size_t> order(needles);
@@ -66,10 +62,7 @@ DenseLayout recall_layout(tasks::Rng& rng, int64_t length) {
   for (size_t i = 0; i < asked; ++i) {
     const auto& [key, value] = pairs[order[i]];
     layout.questions.push_back(
-        {fmt::format("What is the special magic {0} for {1} mentioned in the provided text? The special magic {0} for "
-                     "{1} mentioned in the provided text is",
-                     kind, key),
-         value});
+        {tasks::sentences::niah_question_one(kind, key) + tasks::sentences::niah_answer_prefix_one(kind, key), value});
   }
   return layout;
 }
@@ -79,7 +72,7 @@ DenseLayout chains_layout(tasks::Rng& rng, int64_t length) {
   const size_t chains = size_t(std::clamp<int64_t>(length / 400, 1, 4));
 
   DenseLayout layout;
-  layout.intro = "Memorize and track the chain(s) of variable assignment hidden in the following text.\n\n";
+  layout.intro = tasks::sentences::vt_intro();
   std::set<std::string> names_used, values_used;
   std::vector<std::vector<std::string>> names(chains);
   std::vector<std::string> values;
@@ -98,8 +91,9 @@ DenseLayout chains_layout(tasks::Rng& rng, int64_t length) {
   for (const size_t c : labels) {
     const int hop = next_hop[c]++;
     const std::vector<std::string>& chain = names[c];
-    layout.needles.push_back(hop == 0 ? fmt::format("VAR {} = {}.", chain[0], values[c])
-                                      : fmt::format("VAR {} = VAR {}.", chain[size_t(hop)], chain[size_t(hop - 1)]));
+    using namespace tasks::sentences;
+    layout.needles.push_back(hop == 0 ? vt_assign_value(chain[0], values[c])
+                                      : vt_assign_variable(chain[size_t(hop)], chain[size_t(hop - 1)]));
   }
   layout.fractions = sorted_fractions(rng, layout.needles.size());
   std::vector<size_t> order(chains);
@@ -109,11 +103,7 @@ DenseLayout chains_layout(tasks::Rng& rng, int64_t length) {
     std::string answer;
     for (const std::string& name : names[c]) answer += (answer.empty() ? "" : ", ") + name;
     layout.questions.push_back(
-        {fmt::format("Question: Find all variables that are assigned the value {0} in the text above. Answer: "
-                     "According to the chain(s) of variable assignment in the text above, {1} variables are assigned "
-                     "the value {0}, they are: ",
-                     values[c], kHops + 1),
-         answer});
+        {tasks::sentences::vt_question(values[c]) + tasks::sentences::vt_answer_prefix(kHops + 1, values[c]), answer});
   }
   return layout;
 }
