@@ -3,6 +3,8 @@
 // uninterrupted run.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <map>
 
@@ -13,6 +15,7 @@
 #include "tokenizer/bpe_trainer.h"
 #include "train/curriculum.h"
 #include "train/data_stream.h"
+#include "train/init_from.h"
 #include "train/trainer.h"
 #include "util/error.h"
 
@@ -265,6 +268,76 @@ TEST(TrainRun, InitFromStartsAtTheModelsWeightsWithALongerContext) {
   EXPECT_THROW(Trainer(options, pool), Error);
   options.model.context_length = 400;
   options.vocab_path = first.out_path;  // the tokenizer comes from the model
+  EXPECT_THROW(Trainer(options, pool), Error);
+}
+
+TEST(TrainRun, GrownBlocksAreSpreadBetweenTheFilesBlocks) {
+  EXPECT_EQ(grown_layer_sources(4, 4), (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_EQ(grown_layer_sources(4, 6), (std::vector<int>{0, 1, -1, 2, 3, -1}));
+  EXPECT_EQ(grown_layer_sources(4, 5), (std::vector<int>{0, 1, 2, 3, -1}));
+  EXPECT_EQ(grown_layer_sources(2, 6), (std::vector<int>{0, -1, -1, 1, -1, -1}));
+  EXPECT_EQ(grown_layer_sources(1, 3), (std::vector<int>{0, -1, -1}));
+  EXPECT_THROW(grown_layer_sources(4, 3), Error);
+}
+
+TEST(TrainRun, GrownModelComputesWhatTheFilesModelDoesThenTrainsItsNewBlocks) {
+  TrainerOptions first = tiny_run("grow-source");
+  run_params(first, -1);  // a trained 2-block model, exported in f32
+
+  bool tied = false;
+  const ModelConfig shape = read_model_shape(first.out_path, tied);
+  TrainModel<float> source(shape, tied);
+  load_model_params(first.out_path, source, shape.n_layers);
+  ModelConfig grown_shape = shape;
+  grown_shape.n_layers = 4;
+  TrainModel<float> grown(grown_shape, tied);
+  grown.init_params(9);
+  load_model_params(first.out_path, grown, shape.n_layers);
+
+  // Independent expectation: the file's blocks land at blk.0 and blk.2 (sources 0 new 1 new),
+  // byte for byte.
+  const auto tensor = [](const TrainModel<float>& m, const std::string& name) {
+    const ParamTensor& t = m.layout().find(name);
+    return std::vector<float>(m.params().begin() + t.offset, m.params().begin() + t.offset + t.size());
+  };
+  EXPECT_EQ(tensor(grown, "blk.2.attn_q.weight"), tensor(source, "blk.1.attn_q.weight"));
+  EXPECT_EQ(tensor(grown, "blk.0.ffn_down.weight"), tensor(source, "blk.0.ffn_down.weight"));
+  EXPECT_EQ(tensor(grown, "token_embd.weight"), tensor(source, "token_embd.weight"));
+
+  // The same logits, exactly: a new block adds zero to the residual stream.
+  ThreadPool pool(2);
+  TrainSequence seq;
+  for (int i = 0; i < 40; ++i) seq.tokens.push_back(int32_t((i * 37 + 11) % shape.n_vocab));
+  seq.weights.assign(seq.tokens.size(), 1.0f);
+  const std::vector<float> want = source.forward_logits({seq}, pool);
+  const std::vector<float> got = grown.forward_logits({seq}, pool);
+  ASSERT_EQ(got.size(), want.size());
+  EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)), 0);
+
+  // Through the trainer: --grow-layers 2 gives 4 blocks whose new ones start at zero output
+  // and are moved by training.
+  TrainerOptions options = tiny_run("grow-continued");
+  options.init_from = first.out_path;
+  options.grow_layers = 2;
+  Trainer trainer(options, pool);
+  EXPECT_EQ(trainer.options().model.n_layers, 4);
+  const auto max_abs = [](const std::vector<float>& v) {
+    float m = 0;
+    for (const float x : v) m = std::max(m, std::abs(x));
+    return m;
+  };
+  EXPECT_EQ(max_abs(tensor(trainer.model(), "blk.1.attn_output.weight")), 0.0f);
+  EXPECT_EQ(max_abs(tensor(trainer.model(), "blk.3.ffn_down.weight")), 0.0f);
+  EXPECT_GT(max_abs(tensor(trainer.model(), "blk.1.attn_q.weight")), 0.0f);
+  trainer.run({});
+  EXPECT_GT(max_abs(tensor(trainer.model(), "blk.1.attn_output.weight")), 0.0f);
+  EXPECT_GT(max_abs(tensor(trainer.model(), "blk.3.ffn_down.weight")), 0.0f);
+  EXPECT_EQ(Model::load(options.out_path)->config().n_layers, 4);
+
+  options.init_from.clear();  // nothing to grow
+  EXPECT_THROW(Trainer(options, pool), Error);
+  options.init_from = first.out_path;
+  options.grow_layers = -1;
   EXPECT_THROW(Trainer(options, pool), Error);
 }
 

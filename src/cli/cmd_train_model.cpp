@@ -188,6 +188,10 @@ void add_train_model_command(CLI::App& app) {
   cmd->add_option("--init-from", t.init_from,
                   "start from this trained model's weights and tokenizer (its shape; --ctx may grow) instead of a "
                   "random initialisation");
+  cmd->add_option("--grow-layers", t.grow_layers,
+                  "with --init-from: add this many blocks, spread between the model's, each starting as the identity "
+                  "(the grown model computes what the file's does until trained)")
+      ->capture_default_str();
   cmd->add_option("--steps", t.step.schedule.total_steps, "optimizer steps")->capture_default_str();
   cmd->add_option("--lr", t.step.schedule.lr, "peak learning rate")->capture_default_str();
   cmd->add_option("--warmup", t.step.schedule.warmup, "linear warmup steps")->capture_default_str();

@@ -1,5 +1,7 @@
 #include "train/init_from.h"
 
+#include <algorithm>
+
 #include "gguf/gguf.h"
 #include "tensor/dtype.h"
 #include "util/error.h"
@@ -17,15 +19,51 @@ ModelConfig read_model_shape(const std::string& path, bool& tied_output) {
   return config;
 }
 
-void load_model_params(const std::string& path, TrainModel<float>& model) {
+std::vector<int> grown_layer_sources(int from_layers, int to_layers) {
+  if (from_layers < 1 || to_layers < from_layers)
+    fail("cannot grow a model of {} blocks to {} blocks", from_layers, to_layers);
+  const int added = to_layers - from_layers;
+  std::vector<int> sources;
+  for (int l = 0; l < from_layers; ++l) {
+    sources.push_back(l);
+    // Up to file block l, (l + 1) * added / from_layers new blocks in all, rounded down.
+    const int after = (l + 1) * added / from_layers - l * added / from_layers;
+    sources.insert(sources.end(), size_t(after), -1);
+  }
+  return sources;
+}
+
+namespace {
+
+// "blk.7.attn_q.weight" -> 7 and the suffix "attn_q.weight"; -1 for tensors outside the blocks.
+int block_of(const std::string& name, std::string& suffix) {
+  if (!name.starts_with("blk.")) return -1;
+  const size_t dot = name.find('.', 4);
+  suffix = name.substr(dot + 1);
+  return std::stoi(name.substr(4, dot - 4));
+}
+
+}  // namespace
+
+void load_model_params(const std::string& path, TrainModel<float>& model, int file_layers) {
   const gguf::File file = gguf::File::open(path);
+  const std::vector<int> sources = grown_layer_sources(file_layers, model.config().n_layers);
   for (const ParamTensor& t : model.layout().tensors()) {
-    const gguf::TensorInfo* info = file.find_tensor(t.name);
-    if (!info) fail("{}: tensor '{}' is missing", path, t.name);
+    float* dst = model.params().data() + t.offset;
+    std::string name = t.name, suffix;
+    if (const int block = block_of(t.name, suffix); block >= 0) {
+      if (sources[size_t(block)] < 0) {  // a new block: the identity until trained
+        if (suffix == "attn_output.weight" || suffix == "ffn_down.weight") std::fill_n(dst, t.size(), 0.0f);
+        continue;
+      }
+      name = "blk." + std::to_string(sources[size_t(block)]) + "." + suffix;
+    }
+    const gguf::TensorInfo* info = file.find_tensor(name);
+    if (!info) fail("{}: tensor '{}' is missing", path, name);
     if (info->n_elements != uint64_t(t.size()))
-      fail("{}: tensor '{}' has {} values, the model being trained needs {}", path, t.name, info->n_elements,
+      fail("{}: tensor '{}' has {} values, the model being trained needs {}", path, name, info->n_elements,
            t.size());
-    convert_to_f32(dtype_from_ggml(info->type), file.tensor_data(*info), model.params().data() + t.offset, t.size());
+    convert_to_f32(dtype_from_ggml(info->type), file.tensor_data(*info), dst, t.size());
   }
 }
 

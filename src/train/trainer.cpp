@@ -32,6 +32,8 @@ void TrainerOptions::validate() const {
   if (checkpoint_every > 0 && checkpoint_path.empty()) fail("--checkpoint-every needs --checkpoint FILE");
   if (!init_from.empty() && !vocab_path.empty())
     fail("--init-from takes the tokenizer from its model; drop --vocab-from");
+  if (grow_layers < 0) fail("--grow-layers must be >= 0, got {}", grow_layers);
+  if (grow_layers > 0 && init_from.empty()) fail("--grow-layers adds blocks to an --init-from model; give one");
   if (out_path.empty()) fail("an output model path (-o) is required");
   if (eval_every > 0 && (eval.tasks.empty() || eval.lengths.empty()))
     fail("held-out evaluation needs at least one task and one length");
@@ -64,6 +66,8 @@ Trainer::Trainer(const TrainerOptions& options, ThreadPool& pool) : options_(opt
   } else if (!options_.init_from.empty()) {
     const int64_t context = options_.model.context_length;
     options_.model = read_model_shape(options_.init_from, options_.tied_output);
+    init_from_layers_ = options_.model.n_layers;
+    options_.model.n_layers += options_.grow_layers;
     if (context < options_.model.context_length)
       fail("--ctx {} is shorter than {}'s context {}", context, options_.init_from, options_.model.context_length);
     options_.model.context_length = int(context);
@@ -88,7 +92,8 @@ Trainer::Trainer(const TrainerOptions& options, ThreadPool& pool) : options_(opt
     optimizer_->restore(std::move(ck->adam_m), std::move(ck->adam_v), ck->step);
     data_->set_position(ck->data_position);
   } else if (!options_.init_from.empty()) {
-    load_model_params(options_.init_from, *model_);
+    model_->init_params(options_.seed);  // what grown blocks start from
+    load_model_params(options_.init_from, *model_, init_from_layers_);
   } else {
     model_->init_params(options_.seed);
   }

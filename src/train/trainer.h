@@ -51,6 +51,8 @@ struct TrainerOptions {
   // fresh optimiser and schedule): its architecture replaces `model` except context_length,
   // which may grow so the model learns longer prompts. A checkpoint being resumed wins.
   std::string init_from;
+  // Blocks added to the init_from model (0: its shape as it is); see grown_layer_sources.
+  int grow_layers = 0;
   // Held-out evaluation of the exported model every eval_every steps (0: never) and at the end
   // when eval_every > 0.
   int64_t eval_every = 0;
@@ -98,6 +100,7 @@ class Trainer {
   TrainerOptions options_;
   ThreadPool& pool_;
   bool resumed_ = false;
+  int init_from_layers_ = 0;  // blocks in the --init-from file
   std::string vocab_source_;  // where the tokenizer keys are copied from ("" = byte vocabulary)
   Curriculum curriculum_;
   std::unique_ptr<Tokenizer> tokenizer_;
