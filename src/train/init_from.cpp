@@ -2,7 +2,10 @@
 
 #include <algorithm>
 
+#include <fmt/format.h>
+
 #include "gguf/gguf.h"
+#include "model/quantize_preset.h"
 #include "tensor/dtype.h"
 #include "util/error.h"
 
@@ -33,30 +36,21 @@ std::vector<int> grown_layer_sources(int from_layers, int to_layers) {
   return sources;
 }
 
-namespace {
-
-// "blk.7.attn_q.weight" -> 7 and the suffix "attn_q.weight"; -1 for tensors outside the blocks.
-int block_of(const std::string& name, std::string& suffix) {
-  if (!name.starts_with("blk.")) return -1;
-  const size_t dot = name.find('.', 4);
-  suffix = name.substr(dot + 1);
-  return std::stoi(name.substr(4, dot - 4));
-}
-
-}  // namespace
-
 void load_model_params(const std::string& path, TrainModel<float>& model, int file_layers) {
   const gguf::File file = gguf::File::open(path);
   const std::vector<int> sources = grown_layer_sources(file_layers, model.config().n_layers);
-  for (const ParamTensor& t : model.layout().tensors()) {
+  const ParamLayout& layout = model.layout();
+  for (const ParamTensor& t : layout.tensors()) {
     float* dst = model.params().data() + t.offset;
-    std::string name = t.name, suffix;
-    if (const int block = block_of(t.name, suffix); block >= 0) {
-      if (sources[size_t(block)] < 0) {  // a new block: the identity until trained
-        if (suffix == "attn_output.weight" || suffix == "ffn_down.weight") std::fill_n(dst, t.size(), 0.0f);
+    std::string name = t.name;
+    if (const int block = tensor_layer(t.name); block >= 0) {
+      const int source = sources[size_t(block)];
+      if (source < 0) {  // a new block: the identity until trained
+        const ParamLayout::Layer& L = layout.layers()[size_t(block)];
+        if (t.offset == L.wo || t.offset == L.w_down) std::fill_n(dst, t.size(), 0.0f);
         continue;
       }
-      name = "blk." + std::to_string(sources[size_t(block)]) + "." + suffix;
+      name = fmt::format("blk.{}.{}", source, t.name.substr(t.name.find('.', 4) + 1));  // the rest after "blk.N."
     }
     const gguf::TensorInfo* info = file.find_tensor(name);
     if (!info) fail("{}: tensor '{}' is missing", path, name);
