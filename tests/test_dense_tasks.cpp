@@ -46,14 +46,16 @@ Decoded split_answers(const TrainSequence& seq, const Tokenizer& tok) {
   return out;
 }
 
-TEST(DenseTasks, RecallAnswersAreTheValuesOfTheAskedKeys) {
+// Checks recall-style sequences of `task` over 12 seeds; counts those with UUID values.
+void check_recall_sequences(const std::string& task, int& uuid_sequences) {
   const Tokenizer& tok = model_tokenizer();
   const std::regex needle(R"(One of the special magic (numbers|uuids) for ([a-z]+-[a-z]+) is: ([0-9a-f-]+)\.)");
   const std::regex asked(R"(special magic (number|uuid) for ([a-z]+-[a-z]+) mentioned in the provided text is$)");
-  int uuid_sequences = 0, questions = 0;
+  int questions = 0;
+  uuid_sequences = 0;
   for (uint64_t seed = 0; seed < 12; ++seed) {
     const int64_t length = 512 + int64_t(seed) * 300;
-    const TrainSequence seq = dense_sequence(kRecallTask, seed, length, tok, 0.05f);
+    const TrainSequence seq = dense_sequence(task, seed, length, tok, 0.05f);
     ASSERT_EQ(seq.tokens.size(), seq.weights.size());
     EXPECT_LE(int64_t(seq.tokens.size()) - 1, length);
     EXPECT_GE(int64_t(seq.tokens.size()) - 1, length * 8 / 10) << "the haystack fills the length";
@@ -80,9 +82,20 @@ TEST(DenseTasks, RecallAnswersAreTheValuesOfTheAskedKeys) {
       ++questions;
     }
   }
+  EXPECT_GT(questions, 12 * 2) << "dense: several questions per sequence";
+}
+
+TEST(DenseTasks, RecallAnswersAreTheValuesOfTheAskedKeys) {
+  int uuid_sequences = 0;
+  check_recall_sequences(kRecallTask, uuid_sequences);
   EXPECT_GT(uuid_sequences, 0);
   EXPECT_LT(uuid_sequences, 12);
-  EXPECT_GT(questions, 12 * 2) << "dense: several questions per sequence";
+}
+
+TEST(DenseTasks, RecallUuidsAsksOnlyUuids) {
+  int uuid_sequences = 0;
+  check_recall_sequences(kRecallUuidsTask, uuid_sequences);
+  EXPECT_EQ(uuid_sequences, 12);
 }
 
 TEST(DenseTasks, ChainsAnswersAreEveryVariableHoldingTheValueInOrder) {

@@ -42,8 +42,17 @@ TEST(TrainCurriculum, ParsesStagesAndMapsSteps) {
   EXPECT_EQ(Curriculum::parse("512:1,256:1").max_length(), 512);
 }
 
+TEST(TrainCurriculum, RepeatedGroupsAreWrittenOut) {
+  const Curriculum c = Curriculum::parse("128:1,(256:2,512:1)x3,1024");
+  EXPECT_EQ(c.to_string(), "128:1,256:2,512:1,256:2,512:1,256:2,512:1,1024");
+  const std::vector<int64_t> expected = {128, 256, 256, 512, 256, 256, 512, 256, 256, 512, 1024, 1024};
+  for (size_t step = 0; step < expected.size(); ++step) EXPECT_EQ(c.length_at(int64_t(step)), expected[step]) << step;
+  EXPECT_EQ(Curriculum::parse("(64:5)x1").to_string(), "64:5");
+}
+
 TEST(TrainCurriculum, RejectsBadStages) {
-  for (const char* bad : {"", "256:", "256:0", "abc", "256:2,,512", "256,512", "-5", "256:2x"})
+  for (const char* bad : {"", "256:", "256:0", "abc", "256:2,,512", "256,512", "-5", "256:2x", "(256:2)", "(256:2)x0",
+                          "(256:2)y2", "(256:2)x2junk", "(256:2x2", "256:2)x2", "((256:2)x2)x2", "()x2", "(256,512)x2"})
     EXPECT_THROW(Curriculum::parse(bad), Error) << bad;
 }
 

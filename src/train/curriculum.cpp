@@ -19,9 +19,37 @@ int64_t parse_count(const std::string& text, const std::string& stage) {
   return value;
 }
 
+// The spec with every "(GROUP)xN" written out as GROUP N times, comma-separated.
+std::string expand_repeats(const std::string& spec) {
+  std::string out;
+  size_t pos = 0;
+  while (pos < spec.size()) {
+    const size_t open = spec.find('(', pos);
+    if (open == std::string::npos) {
+      if (spec.find(')', pos) != std::string::npos) fail("curriculum '{}': ')' without '('", spec);
+      return out + spec.substr(pos);
+    }
+    const size_t close = spec.find(')', open);
+    if (close == std::string::npos) fail("curriculum '{}': '(' without ')'", spec);
+    const std::string group = spec.substr(open + 1, close - open - 1);
+    if (group.find('(') != std::string::npos) fail("curriculum '{}': repeated groups cannot nest", spec);
+    if (spec.substr(pos, open - pos).find(')') != std::string::npos)
+      fail("curriculum '{}': ')' without '('", spec);
+    if (close + 1 >= spec.size() || spec[close + 1] != 'x')
+      fail("curriculum '{}': a group '({})' needs its repeat count, as '({})x3'", spec, group, group);
+    const size_t count_end = std::min(spec.find(',', close), spec.size());
+    const int64_t repeats = parse_count(spec.substr(close + 2, count_end - close - 2), "(" + group + ")x");
+    out += spec.substr(pos, open - pos);
+    for (int64_t r = 0; r < repeats; ++r) out += (r > 0 ? "," : "") + group;
+    pos = count_end;
+  }
+  return out;
+}
+
 }  // namespace
 
-Curriculum Curriculum::parse(const std::string& spec) {
+Curriculum Curriculum::parse(const std::string& written) {
+  const std::string spec = expand_repeats(written);
   Curriculum c;
   size_t begin = 0;
   while (begin <= spec.size()) {

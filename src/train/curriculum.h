@@ -1,6 +1,7 @@
 // The short-to-long length curriculum: stages of a maximum prompt length and a number of
 // steps, written "256:300,512:600,1024:600,2048" (the last stage's step count may be left out:
-// it then runs to the end of training).
+// it then runs to the end of training). A group of stages repeats with "(LEN:STEPS,...)xN", so
+// "(1536:20,4096:20)x3,4096" alternates short and long prompts three times, then stays long.
 #pragma once
 
 #include <cstdint>
@@ -16,7 +17,8 @@ class Curriculum {
     int64_t steps = 0;  // 0 on the last stage: until the end
   };
 
-  // Throws naming the bad stage: lengths must be positive and steps positive (except the last).
+  // Throws naming the bad stage: lengths must be positive and steps positive (except the last);
+  // a repeated group must be closed, not nested, and repeat a positive number of times.
   static Curriculum parse(const std::string& spec);
 
   int64_t length_at(int64_t step) const;  // the stage length of update `step` (0-based)

@@ -37,8 +37,9 @@ std::vector<double> sorted_fractions(tasks::Rng& rng, size_t count) {
   return out;
 }
 
-DenseLayout recall_layout(tasks::Rng& rng, int64_t length) {
-  const bool uuids = rng.below(5) < 2;
+// UUID values always (recall_uuids), or in 2 sequences of 5 (recall).
+DenseLayout recall_layout(tasks::Rng& rng, int64_t length, bool uuids_only) {
+  const bool uuids = uuids_only || rng.below(5) < 2;
   const std::string kind = uuids ? "uuid" : "number", kinds = kind + "s";
   const size_t needles = size_t(std::clamp<int64_t>(length / 160, 3, 24));
   const size_t asked = std::max<size_t>(2, needles / 2);
@@ -111,9 +112,10 @@ DenseLayout chains_layout(tasks::Rng& rng, int64_t length) {
 DenseLayout make_layout(const std::string& task, uint64_t seed, int64_t length) {
   if (length < kDenseMinTokens) fail("{} sequences need at least {} tokens, not {}", task, kDenseMinTokens, length);
   tasks::Rng rng(seed);
-  if (task == kRecallTask) return recall_layout(rng, length);
+  if (task == kRecallTask) return recall_layout(rng, length, false);
+  if (task == kRecallUuidsTask) return recall_layout(rng, length, true);
   if (task == kChainsTask) return chains_layout(rng, length);
-  fail("'{}' is not a dense training task ({} or {})", task, kRecallTask, kChainsTask);
+  fail("'{}' is not a dense training task ({}, {} or {})", task, kRecallTask, kRecallUuidsTask, kChainsTask);
 }
 
 // The text pieces of the layout with `chars` haystack characters; odd pieces are answers. The
@@ -174,7 +176,9 @@ int64_t fit_haystack(DenseLayout& layout, int64_t length, const Tokenizer& token
 
 }  // namespace
 
-bool is_dense_task(const std::string& task) { return task == kRecallTask || task == kChainsTask; }
+bool is_dense_task(const std::string& task) {
+  return task == kRecallTask || task == kRecallUuidsTask || task == kChainsTask;
+}
 
 TrainSequence dense_sequence(const std::string& task, uint64_t seed, int64_t length, const Tokenizer& tokenizer,
                              float prompt_weight) {

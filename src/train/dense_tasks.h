@@ -9,6 +9,8 @@
 //           word keys (7-digit numbers, or UUIDs) in a varied or noise haystack; about half of
 //           the keys are asked, one question after another, each with niah's question and answer
 //           prefix and the value as the answer.
+//   recall_uuids: recall with UUID values only, for the slip-free copying niah_single_3 needs
+//           (plain recall draws UUIDs in 2 sequences of 5).
 //   chains: C variable-tracking chains ("VAR A = 12345." then "VAR B = VAR A." ...) interleaved
 //           in the noise haystack; every chain is asked with vt's question and answer prefix and
 //           its five names as the answer.
@@ -26,6 +28,7 @@
 namespace kvslim::train {
 
 inline constexpr const char* kRecallTask = "recall";
+inline constexpr const char* kRecallUuidsTask = "recall_uuids";
 inline constexpr const char* kChainsTask = "chains";
 inline constexpr int64_t kDenseMinTokens = 512;
 
