@@ -206,7 +206,8 @@ void add_train_model_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--micro-tokens", t.step.micro_tokens, "tokens per forward/backward (bounds activation memory)")
       ->capture_default_str();
-  cmd->add_option("--curriculum", t.curriculum, "prompt lengths: LEN:STEPS,...,LEN (last stage to the end)")
+  cmd->add_option("--curriculum", t.curriculum,
+                  "prompt lengths: LEN:STEPS,...,LEN (last stage to the end); (LEN:STEPS,...)xN repeats a group")
       ->capture_default_str();
   cmd->add_option("--tasks", t.tasks,
                   "training task mix: TASK[:WEIGHT],... (eval tasks, 'induction', the dense 'recall', 'recall_uuids' and 'chains')")
