@@ -210,7 +210,8 @@ void add_train_model_command(CLI::App& app) {
                   "prompt lengths: LEN:STEPS,...,LEN (last stage to the end); (LEN:STEPS,...)xN repeats a group")
       ->capture_default_str();
   cmd->add_option("--tasks", t.tasks,
-                  "training task mix: TASK[:WEIGHT],... (eval tasks, 'induction', the dense 'recall', 'recall_uuids' and 'chains')")
+                  "training task mix: TASK[:WEIGHT],... (eval tasks, 'induction', the dense 'recall', "
+                  "'recall_uuids' and 'chains')")
       ->capture_default_str();
   cmd->add_option("--prompt-weight", t.prompt_weight, "loss weight of prompt tokens (answer and EOS: 1)")
       ->capture_default_str();

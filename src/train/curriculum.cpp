@@ -48,8 +48,8 @@ std::string expand_repeats(const std::string& spec) {
 
 }  // namespace
 
-Curriculum Curriculum::parse(const std::string& written) {
-  const std::string spec = expand_repeats(written);
+Curriculum Curriculum::parse(const std::string& written_spec) {
+  const std::string spec = expand_repeats(written_spec);  // every stage written out
   Curriculum c;
   size_t begin = 0;
   while (begin <= spec.size()) {
