@@ -23,18 +23,14 @@ int64_t parse_count(const std::string& text, const std::string& stage) {
 std::string expand_repeats(const std::string& spec) {
   std::string out;
   size_t pos = 0;
-  while (pos < spec.size()) {
-    const size_t open = spec.find('(', pos);
-    if (open == std::string::npos) {
-      if (spec.find(')', pos) != std::string::npos) fail("curriculum '{}': ')' without '('", spec);
-      return out + spec.substr(pos);
-    }
-    const size_t close = spec.find(')', open);
+  while (true) {
+    const size_t open = spec.find_first_of("()", pos);
+    if (open == std::string::npos) return out + spec.substr(pos);
+    if (spec[open] == ')') fail("curriculum '{}': ')' without '('", spec);
+    const size_t close = spec.find_first_of("()", open + 1);
     if (close == std::string::npos) fail("curriculum '{}': '(' without ')'", spec);
+    if (spec[close] == '(') fail("curriculum '{}': repeated groups cannot nest", spec);
     const std::string group = spec.substr(open + 1, close - open - 1);
-    if (group.find('(') != std::string::npos) fail("curriculum '{}': repeated groups cannot nest", spec);
-    if (spec.substr(pos, open - pos).find(')') != std::string::npos)
-      fail("curriculum '{}': ')' without '('", spec);
     if (close + 1 >= spec.size() || spec[close + 1] != 'x')
       fail("curriculum '{}': a group '({})' needs its repeat count, as '({})x3'", spec, group, group);
     const size_t count_end = std::min(spec.find(',', close), spec.size());
@@ -43,7 +39,6 @@ std::string expand_repeats(const std::string& spec) {
     for (int64_t r = 0; r < repeats; ++r) out += (r > 0 ? "," : "") + group;
     pos = count_end;
   }
-  return out;
 }
 
 }  // namespace
