@@ -89,7 +89,7 @@ void add_claims_command(CLI::App& app) {
   auto opt = std::make_shared<ClaimsOptions>();
   CLI::App* cmd = app.add_subcommand("claims", "do the seed papers' claims hold on this model? one table, with intervals");
   cmd->add_flag("--quick", opt->quick,
-                "1024 tokens only (the full run adds 2048 and 4096): about 80 s on 2 cores with the default model");
+                "1024 tokens only (the full run adds 2048 and 4096): about 90 s on 2 cores with the default model");
   cmd->add_option("-m,--model", opt->model, "GGUF model")->capture_default_str();
   cmd->add_option("--adapter", opt->adapter, "LookaheadKV adapter (default: MODEL's .lookahead.gguf, if present)");
   cmd->add_option("--out", opt->out, "output directory (runs already in it are kept and skipped)")->capture_default_str();
