@@ -3,10 +3,14 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kv/attention_isa.h"
 #include "tensor/ops.h"
+#include "tensor/tensor_isa.h"
+
+#include "tensor/isa_begin.h"
 #include "tensor/simd.h"
 
-namespace kvslim {
+namespace kvslim::KVSLIM_ISA_NS {
 
 namespace {
 
@@ -19,14 +23,14 @@ namespace {
 // the numbers dequantize_row_q8_0 gives: the methods' scores (HeadCache::key_f32) read the same.
 struct F32Codec {
   static constexpr DType type = DType::F32;
-#if defined(__AVX512F__)
+#if defined(KVSLIM_HAS_AVX512F)
   static __m512 load(const uint8_t* row, int c) { return _mm512_loadu_ps(reinterpret_cast<const float*>(row) + 16 * c); }
 #endif
 };
 
 struct F16Codec {
   static constexpr DType type = DType::F16;
-#if defined(__AVX512F__)
+#if defined(KVSLIM_HAS_AVX512F)
   static __m512 load(const uint8_t* row, int c) {
     return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 32 * c)));
   }
@@ -35,7 +39,7 @@ struct F16Codec {
 
 struct Bf16Codec {
   static constexpr DType type = DType::BF16;
-#if defined(__AVX512F__)
+#if defined(KVSLIM_HAS_AVX512F)
   // bf16 is the top half of an f32: widen to 32 bits and shift into place.
   static __m512 load(const uint8_t* row, int c) {
     const __m512i wide = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 32 * c)));
@@ -46,7 +50,7 @@ struct Bf16Codec {
 
 struct Q8Codec {
   static constexpr DType type = DType::Q8_0;
-#if defined(__AVX512F__)
+#if defined(KVSLIM_HAS_AVX512F)
   // Half a block (16 of its 32 values) times the block's scale.
   static __m512 load(const uint8_t* row, int c) {
     const BlockQ8_0* block = reinterpret_cast<const BlockQ8_0*>(row) + c / 2;
@@ -73,7 +77,7 @@ const float* row_f32(const uint8_t* row, int hd, float* buffer) {
   if constexpr (Codec::type == DType::F32) {
     return reinterpret_cast<const float*>(row);
   } else {
-    convert_to_f32(Codec::type, row, buffer, hd);
+    KVSLIM_ISA_NS::convert_to_f32(Codec::type, row, buffer, hd);
     return buffer;
   }
 }
@@ -103,7 +107,7 @@ void weighted_rows_generic(const float* p, int64_t p_stride, int hd, int n_heads
   }
 }
 
-#if defined(__AVX512F__)
+#if defined(KVSLIM_HAS_AVX512F)
 // [sum(a), sum(b), sum(c), sum(d)]: four horizontal sums sharing their shuffles.
 inline __m128 reduce4(__m512 a, __m512 b, __m512 c, __m512 d) {
   // Per 128-bit lane: [a0+a2, b0+b2, a1+a3, b1+b3], likewise for c, d.
@@ -220,7 +224,7 @@ void weighted_rows_avx512(const float* p, int64_t p_stride, int n_heads, Row row
 template <class Codec, class Row>
 void score_rows(const float* q, int hd, int n_heads, Row row, int64_t rows, float scale, float* s, int64_t s_stride,
                 float* buffer) {
-#if defined(__AVX512F__)
+#if defined(KVSLIM_HAS_AVX512F)
   switch (hd) {
     case 16: return score_rows_avx512<1, Codec>(q, n_heads, row, rows, scale, s, s_stride);
     case 32: return score_rows_avx512<2, Codec>(q, n_heads, row, rows, scale, s, s_stride);
@@ -235,7 +239,7 @@ void score_rows(const float* q, int hd, int n_heads, Row row, int64_t rows, floa
 template <class Codec, class Row>
 void weighted_rows(const float* p, int64_t p_stride, int hd, int n_heads, Row row, int64_t rows, float* out,
                    float* buffer) {
-#if defined(__AVX512F__)
+#if defined(KVSLIM_HAS_AVX512F)
   switch (hd) {
     case 16: return weighted_rows_avx512<1, Codec>(p, p_stride, n_heads, row, rows, out);
     case 32: return weighted_rows_avx512<2, Codec>(p, p_stride, n_heads, row, rows, out);
@@ -249,13 +253,8 @@ void weighted_rows(const float* p, int64_t p_stride, int hd, int n_heads, Row ro
 
 // Asks for the cache lines of a stored row of `bytes` bytes ahead of its use.
 inline void prefetch_row(const uint8_t* row, size_t bytes) {
-#if defined(__SSE__)
-  for (size_t b = 0; b < bytes; b += 64) _mm_prefetch(reinterpret_cast<const char*>(row + b), _MM_HINT_T0);
-  _mm_prefetch(reinterpret_cast<const char*>(row + bytes - 1), _MM_HINT_T0);
-#else
-  (void)row;
-  (void)bytes;
-#endif
+  for (size_t b = 0; b < bytes; b += 64) __builtin_prefetch(row + b, 0, 3);
+  __builtin_prefetch(row + bytes - 1, 0, 3);
 }
 
 float* scores_buffer(AttentionScratch& scratch, int64_t n) {
@@ -284,7 +283,7 @@ const float* chunk_rows_f32(const std::vector<KvPage*>& pages, bool keys, DType 
     if (type == DType::F32)
       std::copy_n(reinterpret_cast<const float*>(rows), count, dst);
     else
-      convert_to_f32(type, rows, dst, count);
+      KVSLIM_ISA_NS::convert_to_f32(type, rows, dst, count);
   }
   return buffer;
 }
@@ -446,4 +445,4 @@ void attend_sparse(const PagedKv& kv, std::span<const int32_t> indices, const fl
   });
 }
 
-}  // namespace kvslim
+}  // namespace kvslim::KVSLIM_ISA_NS

@@ -7,7 +7,6 @@
 #include <numeric>
 
 #include "tensor/ops.h"
-#include "tensor/simd.h"
 
 namespace kvslim {
 
@@ -96,25 +95,13 @@ void top_k_with_newest(std::span<float> scores, int64_t k, std::vector<uint32_t>
     equal += s == threshold;
   }
   int64_t ties = k - above;  // scores equal to the threshold to take, lowest index first
-  out.resize(size_t(k) + 16);  // slack for the 16-wide compressed stores
-  int64_t m = 0, i = 0;
+  out.resize(size_t(k) + 16);  // slack for the kernel's 16-wide stores
+  int64_t m = 0;
   if (ties == equal) {
     // Every tie is taken: the set is simply scores >= threshold (the common case).
-#if defined(__AVX512F__)
-    const __m512 t = _mm512_set1_ps(threshold);
-    __m512i idx = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-    const __m512i step = _mm512_set1_epi32(16);
-    for (; i + 16 <= n; i += 16) {
-      const __mmask16 take = _mm512_cmp_ps_mask(_mm512_loadu_ps(scores.data() + i), t, _CMP_GE_OQ);
-      _mm512_storeu_si512(out.data() + m, _mm512_maskz_compress_epi32(take, idx));
-      m += _mm_popcnt_u32(take);
-      idx = _mm512_add_epi32(idx, step);
-    }
-#endif
-    for (; i < n; ++i)
-      if (scores[size_t(i)] >= threshold) out[size_t(m++)] = int32_t(i);
+    m = indices_at_least(scores.data(), n, threshold, out.data());
   } else {
-    for (; i < n; ++i) {
+    for (int64_t i = 0; i < n; ++i) {
       const float s = scores[size_t(i)];
       if (s > threshold || (s == threshold && ties-- > 0)) out[size_t(m++)] = int32_t(i);
     }

@@ -135,11 +135,6 @@ Q8Activations quantize_activations(const float* x, int64_t n, void* buffer);
 // x rounded through that quantisation (out[i] = d * q), for kernels that compute in f32.
 void round_through_q8_activations(const float* x, int64_t n, float* out);
 
-#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512BF16__)
-// BF16 weights are multiplied with vdpbf16ps (matvec.cpp, matmul.cpp) against x rounded to
-// bf16 pairs.
-#define KVSLIM_BF16_DOT 1
-#endif
 
 // x rounded to bf16 (nearest even) into dst, n values plus a zero when n is odd, so that the
 // pairs the bf16 dot product reads are whole.

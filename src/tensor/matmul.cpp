@@ -22,17 +22,19 @@
 #include "tensor/ops.h"
 #include "tensor/quant_dot.h"
 #include "util/error.h"
+#include "tensor/tensor_isa.h"
 
+#include "tensor/isa_begin.h"
 #include "tensor/simd.h"
 #include "tensor/transpose16.h"
 
-namespace kvslim {
+namespace kvslim::KVSLIM_ISA_NS {
 namespace {
 
-#if defined(__AVX512F__)
+#if defined(KVSLIM_HAS_AVX512F)
 constexpr int kMR = 14;  // tokens per micro-tile
 constexpr int kNR = 32;  // weight rows per micro-tile (two 16-float vectors)
-#elif defined(__AVX2__) && defined(__FMA__)
+#elif defined(KVSLIM_HAS_AVX2) && defined(KVSLIM_HAS_FMA)
 constexpr int kMR = 6;
 constexpr int kNR = 16;
 #else
@@ -74,7 +76,7 @@ void pack_x_panel(const float* x, int64_t ldx, int64_t n, int64_t k, int64_t t0,
   }
 }
 
-#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+#if defined(KVSLIM_HAS_AVX512F) && defined(KVSLIM_HAS_AVX512BW) && defined(KVSLIM_HAS_AVX512VL)
 // 16 consecutive values of a row as f32 (masked: the rest are 0).
 inline __m512 load16_as_f32(DType type, const uint8_t* row, int64_t k, __mmask16 m) {
   switch (type) {
@@ -102,7 +104,7 @@ void pack_w_panel(const WeightView& w, int64_t r0, int64_t k0, int64_t kc, float
     if (j >= nr) {
       rows[j] = nullptr;
     } else if (q8) {
-      convert_to_f32(w.type, w.row(r0 + j) + row_bytes(w.type, k0), tmp + j * kKC, kc);
+      KVSLIM_ISA_NS::convert_to_f32(w.type, w.row(r0 + j) + row_bytes(w.type, k0), tmp + j * kKC, kc);
       rows[j] = reinterpret_cast<const uint8_t*>(tmp + j * kKC);
     } else {
       rows[j] = w.row(r0 + j);
@@ -129,9 +131,9 @@ void pack_w_panel(const WeightView& w, int64_t r0, int64_t k0, int64_t kc, float
     float* t = tmp + j * kKC;
     switch (w.type) {
       case DType::F32: std::memcpy(t, reinterpret_cast<const float*>(row) + k0, static_cast<size_t>(kc) * 4); break;
-      case DType::F16: convert_to_f32(DType::F16, reinterpret_cast<const uint16_t*>(row) + k0, t, kc); break;
-      case DType::BF16: convert_to_f32(DType::BF16, reinterpret_cast<const uint16_t*>(row) + k0, t, kc); break;
-      default: convert_to_f32(w.type, row + row_bytes(w.type, k0), t, kc); break;
+      case DType::F16: KVSLIM_ISA_NS::convert_to_f32(DType::F16, reinterpret_cast<const uint16_t*>(row) + k0, t, kc); break;
+      case DType::BF16: KVSLIM_ISA_NS::convert_to_f32(DType::BF16, reinterpret_cast<const uint16_t*>(row) + k0, t, kc); break;
+      default: KVSLIM_ISA_NS::convert_to_f32(w.type, row + row_bytes(w.type, k0), t, kc); break;
     }
   }
   for (int j = nr; j < kNR; ++j) std::memset(tmp + j * kKC, 0, static_cast<size_t>(kc) * 4);
@@ -142,7 +144,7 @@ void pack_w_panel(const WeightView& w, int64_t r0, int64_t k0, int64_t kc, float
 }
 
 // C[t][j] (+)= sum_kk xp[kk][t] * wp[kk][j] for t < mt, j < nr.
-#if defined(__AVX512F__)
+#if defined(KVSLIM_HAS_AVX512F)
 // Writes (first) or adds (later K slices) a micro-tile's accumulators to C.
 inline void store_tile(const __m512 (&acc)[kMR][2], float* c, int64_t ldc, int mt, int nr, bool first) {
   const __mmask16 m0 = nr >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << nr) - 1);
@@ -179,26 +181,57 @@ void micro_kernel(const float* xp, const float* wp, int64_t kc, float* c, int64_
   }
   store_tile(acc, c, ldc, mt, nr, first);
 }
-#elif defined(__AVX2__) && defined(__FMA__)
+#elif defined(KVSLIM_HAS_AVX2) && defined(KVSLIM_HAS_FMA)
+// 12 accumulators, two weight vectors and one broadcast: 15 of the 16 ymm registers. Every
+// index into acc is a constant after unrolling, so the accumulators stay in registers (an
+// epilogue that indexed them by the runtime mt made GCC mirror all 12 to the stack on every
+// step of k, which halved the kernel's speed).
 void micro_kernel(const float* xp, const float* wp, int64_t kc, float* c, int64_t ldc, int mt, int nr, bool first) {
+  // The output tile's rows lie w.rows floats apart, far out of cache: ask for them now so that
+  // they arrive while the k loop runs (waiting for them at the end measured 12% of the kernel).
+  for (int t = 0; t < mt; ++t) {
+    __builtin_prefetch(c + t * ldc, 1, 3);
+    __builtin_prefetch(c + t * ldc + kNR - 1, 1, 3);
+  }
   __m256 acc[kMR][2];
+#pragma GCC unroll 6
   for (int t = 0; t < kMR; ++t) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
+#pragma GCC unroll 2
   for (int64_t kk = 0; kk < kc; ++kk) {
     const __m256 w0 = _mm256_loadu_ps(wp + kk * kNR);
     const __m256 w1 = _mm256_loadu_ps(wp + kk * kNR + 8);
     const float* xk = xp + kk * kMR;
+#pragma GCC unroll 6
     for (int t = 0; t < kMR; ++t) {
       const __m256 xb = _mm256_broadcast_ss(xk + t);
       acc[t][0] = _mm256_fmadd_ps(xb, w0, acc[t][0]);
       acc[t][1] = _mm256_fmadd_ps(xb, w1, acc[t][1]);
     }
   }
+  if (nr == kNR) {
+#pragma GCC unroll 6
+    for (int t = 0; t < kMR; ++t) {
+      if (t >= mt) break;
+      float* ct = c + t * ldc;
+      __m256 v0 = acc[t][0], v1 = acc[t][1];
+      if (!first) {
+        v0 = _mm256_add_ps(v0, _mm256_loadu_ps(ct));
+        v1 = _mm256_add_ps(v1, _mm256_loadu_ps(ct + 8));
+      }
+      _mm256_storeu_ps(ct, v0);
+      _mm256_storeu_ps(ct + 8, v1);
+    }
+    return;
+  }
+  alignas(32) float tile[kMR][kNR];
+#pragma GCC unroll 6
+  for (int t = 0; t < kMR; ++t) {
+    _mm256_store_ps(tile[t], acc[t][0]);
+    _mm256_store_ps(tile[t] + 8, acc[t][1]);
+  }
   for (int t = 0; t < mt; ++t) {
-    alignas(32) float tmp[kNR];
-    _mm256_store_ps(tmp, acc[t][0]);
-    _mm256_store_ps(tmp + 8, acc[t][1]);
     float* ct = c + t * ldc;
-    for (int j = 0; j < nr; ++j) ct[j] = first ? tmp[j] : ct[j] + tmp[j];
+    for (int j = 0; j < nr; ++j) ct[j] = first ? tile[t][j] : ct[j] + tile[t][j];
   }
 }
 #else
@@ -458,4 +491,4 @@ void gemm_f32_nn(const float* x, int64_t ldx, int64_t n, const float* w, int64_t
                                    nullptr);
 }
 
-}  // namespace kvslim
+}  // namespace kvslim::KVSLIM_ISA_NS

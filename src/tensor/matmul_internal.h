@@ -25,13 +25,8 @@ bool amx_int8_usable();
 void matmul_q8(const WeightView& w, const float* x, int64_t n, float* y, ThreadPool& pool,
                Int8Gemm path = Int8Gemm::Auto);
 
-// Shared by the VNNI and AMX kernels (matmul_q8.cpp), so both see the same int8 values.
-// The 32-value block `b` of a row as 32 int8 values q with value = scale * q + min.
-void unpack_int8_block(DType type, const uint8_t* row, int64_t b, int8_t* q, float& scale, float& min);
-// One block of 32 activations quantised: d = amax / 127, q = round(x / d), sum = sum(q).
-void quantize_x_block(const float* xb, int8_t* q, float& d, int32_t& sum);
-// The AMX kernel (matmul_q8_amx.cpp); the caller has checked amx_int8_usable().
-void matmul_q8_amx(const WeightView& w, const float* x, int64_t n, float* y, ThreadPool& pool);
+// unpack_int8_block, quantize_x_block (shared by the VNNI and AMX kernels, so both see the same
+// int8 values) and matmul_q8_amx exist per level only (tensor/tensor_isa.inc).
 // K slice (in blocks of 32) of both int8 kernels: outputs are summed in f32 per slice and the
 // slices added in order, so the two kernels round identically.
 constexpr int64_t kInt8SliceBlocks = 16;

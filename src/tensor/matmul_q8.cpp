@@ -22,15 +22,17 @@
 #include "tensor/kernels.h"
 #include "tensor/matmul_internal.h"
 #include "tensor/ops.h"
+#include "tensor/tensor_isa.h"
 #include "util/error.h"
 
+#include "tensor/isa_begin.h"
 #include "tensor/simd.h"
 
-#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512VNNI__)
+#if defined(KVSLIM_HAS_AVX512F) && defined(KVSLIM_HAS_AVX512BW) && defined(KVSLIM_HAS_AVX512VL) && defined(KVSLIM_HAS_AVX512VNNI)
 #define KVSLIM_Q8_GEMM 1
 #endif
 
-namespace kvslim::detail {
+namespace kvslim::KVSLIM_ISA_NS::detail {
 
 #if defined(KVSLIM_Q8_GEMM)
 
@@ -337,4 +339,4 @@ void matmul_q8(const WeightView&, const float*, int64_t, float*, ThreadPool&, In
 
 #endif
 
-}  // namespace kvslim::detail
+}  // namespace kvslim::KVSLIM_ISA_NS::detail

@@ -22,23 +22,27 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "tensor/kernels.h"
-#include "tensor/matmul_internal.h"
-#include "util/error.h"
-
-#include "tensor/simd.h"
-#include "tensor/transpose16.h"
-
-#if defined(__x86_64__) && defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && \
-    defined(__AVX512VNNI__)
-#define KVSLIM_AMX_GEMM 1
+#if defined(__x86_64__)
 #include <cpuid.h>
-#include <immintrin.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 #endif
 
-namespace kvslim::detail {
+#include "tensor/kernels.h"
+#include "tensor/matmul_internal.h"
+#include "tensor/tensor_isa.h"
+#include "util/error.h"
+
+#include "tensor/isa_begin.h"
+#include "tensor/simd.h"
+#include "tensor/transpose16.h"
+
+#if defined(__x86_64__) && defined(KVSLIM_HAS_AVX512F) && defined(KVSLIM_HAS_AVX512BW) && defined(KVSLIM_HAS_AVX512VL) && \
+    defined(KVSLIM_HAS_AVX512VNNI)
+#define KVSLIM_AMX_GEMM 1
+#endif
+
+namespace kvslim::KVSLIM_ISA_NS::detail {
 
 #if defined(KVSLIM_AMX_GEMM)
 
@@ -365,4 +369,4 @@ void matmul_q8_amx(const WeightView&, const float*, int64_t, float*, ThreadPool&
 
 #endif
 
-}  // namespace kvslim::detail
+}  // namespace kvslim::KVSLIM_ISA_NS::detail

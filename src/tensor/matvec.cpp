@@ -1,4 +1,5 @@
-// matvec: y = W x for weights in their stored type (decode's hot path).
+// matvec: y = W x for weights in their stored type (decode's hot path). Compiled once per
+// instruction-set level (tensor/isa.h).
 //
 // Each row is one dot product computed the same way whatever thread runs it; the pool's threads
 // take chunks of rows from a shared queue, so results are bit-identical for any number of
@@ -9,20 +10,22 @@
 #include <cstring>
 
 #include "tensor/kernels.h"
-#include "tensor/quant_dot.h"
 #include "tensor/ops.h"
+#include "tensor/quant_dot.h"
+#include "tensor/tensor_isa.h"
 #include "util/error.h"
 
+#include "tensor/isa_begin.h"
 #include "tensor/simd.h"
 
-#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+#if defined(KVSLIM_HAS_AVX512F) && defined(KVSLIM_HAS_AVX512BW) && defined(KVSLIM_HAS_AVX512VL)
 #define KVSLIM_AVX512 1
 #endif
-#if defined(KVSLIM_AVX512) && defined(__AVX512VNNI__)
+#if defined(KVSLIM_AVX512) && defined(KVSLIM_HAS_AVX512VNNI)
 #define KVSLIM_AVX512_VNNI 1
 #endif
 
-namespace kvslim {
+namespace kvslim::KVSLIM_ISA_NS {
 namespace {
 
 // ---------------------------------------------------------------------------------------------
@@ -89,7 +92,7 @@ inline float dot_row_float(const uint8_t* row, const float* x, int64_t n, size_t
   return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(acc0, acc1), _mm512_add_ps(acc2, acc3)));
 }
 
-#elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+#elif defined(KVSLIM_HAS_AVX2) && defined(KVSLIM_HAS_FMA) && defined(KVSLIM_HAS_F16C)
 
 struct LoadF32 {
   static __m256 load(const uint8_t* row, int64_t i) { return _mm256_loadu_ps(reinterpret_cast<const float*>(row) + i); }
@@ -245,7 +248,7 @@ inline float dot_row_q8(const uint8_t* row, const detail::Q8Activations& xa, int
   return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(acc0, acc1), _mm512_zextps256_ps512(acc_tail)));
 }
 
-#elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+#elif defined(KVSLIM_HAS_AVX2) && defined(KVSLIM_HAS_FMA) && defined(KVSLIM_HAS_F16C)
 
 inline float dot_row_q8(const uint8_t* row, const detail::Q8Activations& xa, int64_t nb, size_t /*pf*/) {
   __m256 acc = _mm256_setzero_ps();
@@ -327,7 +330,7 @@ void matvec_range(const WeightView& w, const void* xprep, int64_t r0, int64_t r1
 
 namespace detail {
 void round_x_to_bf16_pairs(const float* x, int64_t n, uint16_t* dst) {
-  convert_from_f32(x, DType::BF16, dst, n);
+  KVSLIM_ISA_NS::convert_from_f32(x, DType::BF16, dst, n);
   if (n % 2 != 0) dst[n] = 0;
 }
 }  // namespace detail
@@ -338,19 +341,6 @@ bool bf16_weights_round_x() {
 #else
   return false;
 #endif
-}
-
-void matvec(const WeightView& w, const float* x, float* y, ThreadPool& pool) {
-  matvec(w, x, y, pool, QuantKernel::Auto);
-}
-
-void matvec(const WeightView& w, const float* x, float* y, ThreadPool& pool, QuantKernel path) {
-  float* ys[1] = {y};
-  matvec_multi({&w, 1}, x, ys, pool, path);
-}
-
-void matvec_multi(std::span<const WeightView> ws, const float* x, std::span<float* const> ys, ThreadPool& pool) {
-  matvec_multi(ws, x, ys, pool, QuantKernel::Auto);
 }
 
 void matvec_multi(std::span<const WeightView> ws, const float* x, std::span<float* const> ys, ThreadPool& pool,
@@ -366,7 +356,7 @@ void matvec_multi(std::span<const WeightView> ws, const float* x, std::span<floa
   bool same = true;
   for (const WeightView& w : ws) same = same && w.type == w0.type && w.cols == w0.cols;
   if (!same) {
-    for (size_t i = 0; i < ws.size(); ++i) matvec_multi({&ws[i], 1}, x, {&ys[i], 1}, pool, path);
+    for (size_t i = 0; i < ws.size(); ++i) KVSLIM_ISA_NS::matvec_multi({&ws[i], 1}, x, {&ys[i], 1}, pool, path);
     return;
   }
   if (w0.cols == 0) {
@@ -431,4 +421,4 @@ void matvec_multi(std::span<const WeightView> ws, const float* x, std::span<floa
   });
 }
 
-}  // namespace kvslim
+}  // namespace kvslim::KVSLIM_ISA_NS

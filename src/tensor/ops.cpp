@@ -1,19 +1,22 @@
-// Element-wise kernels: rmsnorm, softmax, swiglu, add, axpy, dot and rope.
+// Element-wise kernels: rmsnorm, softmax, swiglu, add, axpy, dot, rope and the threshold scan of
+// the sparse selectors. Compiled once per instruction-set level (tensor/isa.h).
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
 #include "tensor/ops.h"
+#include "tensor/tensor_isa.h"
 #include "util/error.h"
 
+#include "tensor/isa_begin.h"
 #include "tensor/simd.h"
 
-namespace kvslim {
+namespace kvslim::KVSLIM_ISA_NS {
 namespace {
 
 // exp(x) for 16 floats: x = n ln2 + r, |r| <= ln2/2, e^r by Cephes' degree-7 polynomial,
 // 2^n applied with scalef (exact, handles overflow to inf and gradual underflow). About 1 ulp.
-#if defined(__AVX512F__)
+#if defined(KVSLIM_HAS_AVX512F)
 inline __m512 exp512(__m512 x) {
   x = _mm512_max_ps(_mm512_set1_ps(-104.0f), x);  // NaN passes through (second operand)
   x = _mm512_min_ps(_mm512_set1_ps(89.0f), x);
@@ -33,7 +36,7 @@ inline __m512 exp512(__m512 x) {
 }
 #endif
 
-#if defined(__AVX2__) && defined(__FMA__)
+#if defined(KVSLIM_HAS_AVX2) && defined(KVSLIM_HAS_FMA)
 inline __m256 exp256(__m256 x) {
   // Results below FLT_MIN flush to 0 and above FLT_MAX go to inf (no subnormals on this path).
   const __m256 underflow = _mm256_cmp_ps(x, _mm256_set1_ps(-87.33654f), _CMP_LT_OQ);
@@ -70,7 +73,7 @@ void rmsnorm(const float* x, const float* weight, float* y, int64_t n, float eps
   if (n <= 0) return;
   int64_t i = 0;
   double ss = 0.0;
-#if defined(__AVX512F__)
+#if defined(KVSLIM_HAS_AVX512F)
   __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
   for (; i + 32 <= n; i += 32) {
     const __m512 v0 = _mm512_loadu_ps(x + i), v1 = _mm512_loadu_ps(x + i + 16);
@@ -78,7 +81,7 @@ void rmsnorm(const float* x, const float* weight, float* y, int64_t n, float eps
     a1 = _mm512_fmadd_ps(v1, v1, a1);
   }
   ss = _mm512_reduce_add_ps(_mm512_add_ps(a0, a1));
-#elif defined(__AVX2__) && defined(__FMA__)
+#elif defined(KVSLIM_HAS_AVX2) && defined(KVSLIM_HAS_FMA)
   __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
   for (; i + 16 <= n; i += 16) {
     const __m256 v0 = _mm256_loadu_ps(x + i), v1 = _mm256_loadu_ps(x + i + 8);
@@ -90,12 +93,12 @@ void rmsnorm(const float* x, const float* weight, float* y, int64_t n, float eps
   for (; i < n; ++i) ss += static_cast<double>(x[i]) * x[i];
   const float scale = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(n) + eps));
   i = 0;
-#if defined(__AVX512F__)
+#if defined(KVSLIM_HAS_AVX512F)
   const __m512 vs = _mm512_set1_ps(scale);
   for (; i + 16 <= n; i += 16) {
     _mm512_storeu_ps(y + i, _mm512_mul_ps(_mm512_mul_ps(_mm512_loadu_ps(x + i), vs), _mm512_loadu_ps(weight + i)));
   }
-#elif defined(__AVX2__)
+#elif defined(KVSLIM_HAS_AVX2)
   const __m256 vs = _mm256_set1_ps(scale);
   for (; i + 8 <= n; i += 8) {
     _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(x + i), vs), _mm256_loadu_ps(weight + i)));
@@ -108,7 +111,7 @@ void softmax_inplace(float* x, int64_t n) {
   if (n <= 0) return;
   float mx = -std::numeric_limits<float>::infinity();
   int64_t i = 0;
-#if defined(__AVX512F__)
+#if defined(KVSLIM_HAS_AVX512F)
   __m512 vm = _mm512_set1_ps(mx);
   for (; i + 16 <= n; i += 16) vm = _mm512_max_ps(vm, _mm512_loadu_ps(x + i));
   mx = _mm512_reduce_max_ps(vm);
@@ -122,7 +125,7 @@ void softmax_inplace(float* x, int64_t n) {
   }
   double sum = 0.0;
   i = 0;
-#if defined(__AVX512F__)
+#if defined(KVSLIM_HAS_AVX512F)
   {
     const __m512 vmax = _mm512_set1_ps(mx);
     __m512 vsum = _mm512_setzero_ps();
@@ -140,7 +143,7 @@ void softmax_inplace(float* x, int64_t n) {
     }
     sum = _mm512_reduce_add_ps(vsum);
   }
-#elif defined(__AVX2__) && defined(__FMA__)
+#elif defined(KVSLIM_HAS_AVX2) && defined(KVSLIM_HAS_FMA)
   {
     const __m256 vmax = _mm256_set1_ps(mx);
     __m256 vsum = _mm256_setzero_ps();
@@ -158,7 +161,7 @@ void softmax_inplace(float* x, int64_t n) {
   }
   const float inv = static_cast<float>(1.0 / sum);
   i = 0;
-#if defined(__AVX512F__)
+#if defined(KVSLIM_HAS_AVX512F)
   const __m512 vinv = _mm512_set1_ps(inv);
   for (; i + 16 <= n; i += 16) _mm512_storeu_ps(x + i, _mm512_mul_ps(_mm512_loadu_ps(x + i), vinv));
 #endif
@@ -167,7 +170,7 @@ void softmax_inplace(float* x, int64_t n) {
 
 void swiglu(const float* gate, const float* up, float* out, int64_t n) {
   int64_t i = 0;
-#if defined(__AVX512F__)
+#if defined(KVSLIM_HAS_AVX512F)
   const __m512 one = _mm512_set1_ps(1.0f);
   for (; i < n; i += 16) {
     const __mmask16 m = n - i >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << (n - i)) - 1);
@@ -177,7 +180,7 @@ void swiglu(const float* gate, const float* up, float* out, int64_t n) {
     const __m512 s = _mm512_div_ps(g, _mm512_add_ps(one, e));
     _mm512_mask_storeu_ps(out + i, m, _mm512_mul_ps(s, u));
   }
-#elif defined(__AVX2__) && defined(__FMA__)
+#elif defined(KVSLIM_HAS_AVX2) && defined(KVSLIM_HAS_FMA)
   const __m256 one = _mm256_set1_ps(1.0f);
   for (; i + 8 <= n; i += 8) {
     const __m256 g = _mm256_loadu_ps(gate + i);
@@ -190,9 +193,9 @@ void swiglu(const float* gate, const float* up, float* out, int64_t n) {
 
 void add_inplace(float* y, const float* x, int64_t n) {
   int64_t i = 0;
-#if defined(__AVX512F__)
+#if defined(KVSLIM_HAS_AVX512F)
   for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, _mm512_add_ps(_mm512_loadu_ps(y + i), _mm512_loadu_ps(x + i)));
-#elif defined(__AVX__)
+#elif defined(KVSLIM_HAS_AVX)
   for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_add_ps(_mm256_loadu_ps(y + i), _mm256_loadu_ps(x + i)));
 #endif
   for (; i < n; ++i) y[i] += x[i];
@@ -200,10 +203,10 @@ void add_inplace(float* y, const float* x, int64_t n) {
 
 void axpy(float a, const float* x, float* y, int64_t n) {
   int64_t i = 0;
-#if defined(__AVX512F__)
+#if defined(KVSLIM_HAS_AVX512F)
   const __m512 va = _mm512_set1_ps(a);
   for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, _mm512_fmadd_ps(va, _mm512_loadu_ps(x + i), _mm512_loadu_ps(y + i)));
-#elif defined(__AVX2__) && defined(__FMA__)
+#elif defined(KVSLIM_HAS_AVX2) && defined(KVSLIM_HAS_FMA)
   const __m256 va = _mm256_set1_ps(a);
   for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
 #endif
@@ -213,7 +216,7 @@ void axpy(float a, const float* x, float* y, int64_t n) {
 float dot(const float* a, const float* b, int64_t n) {
   int64_t i = 0;
   float s = 0.0f;
-#if defined(__AVX512F__)
+#if defined(KVSLIM_HAS_AVX512F)
   __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps(), a2 = _mm512_setzero_ps(), a3 = _mm512_setzero_ps();
   for (; i + 64 <= n; i += 64) {
     a0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), a0);
@@ -228,7 +231,7 @@ float dot(const float* a, const float* b, int64_t n) {
     i = n;
   }
   s = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
-#elif defined(__AVX2__) && defined(__FMA__)
+#elif defined(KVSLIM_HAS_AVX2) && defined(KVSLIM_HAS_FMA)
   __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
   for (; i + 16 <= n; i += 16) {
     a0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), a0);
@@ -275,4 +278,23 @@ void rope_inplace(float* x, int n_heads, int64_t pos, const RopeConfig& config) 
   }
 }
 
-}  // namespace kvslim
+int64_t indices_at_least(const float* values, int64_t n, float threshold, int32_t* out) {
+  int64_t m = 0, i = 0;
+#if defined(KVSLIM_HAS_AVX512F)
+  const __m512 t = _mm512_set1_ps(threshold);
+  __m512i idx = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const __m512i step = _mm512_set1_epi32(16);
+  for (; i + 16 <= n; i += 16) {
+    const __mmask16 take = _mm512_cmp_ps_mask(_mm512_loadu_ps(values + i), t, _CMP_GE_OQ);
+    _mm512_storeu_si512(out + m, _mm512_maskz_compress_epi32(take, idx));
+    m += _mm_popcnt_u32(take);
+    idx = _mm512_add_epi32(idx, step);
+  }
+#endif
+  for (; i < n; ++i) {
+    if (values[i] >= threshold) out[m++] = static_cast<int32_t>(i);
+  }
+  return m;
+}
+
+}  // namespace kvslim::KVSLIM_ISA_NS

@@ -59,6 +59,10 @@ void add_inplace(float* y, const float* x, int64_t n);       // y += x
 void axpy(float a, const float* x, float* y, int64_t n);      // y += a * x
 float dot(const float* a, const float* b, int64_t n);
 
+// Writes the indices i < n with values[i] >= threshold to out, ascending, and returns how many.
+// `out` must have room for that count plus 16 (the AVX-512 path stores 16 at a time).
+int64_t indices_at_least(const float* values, int64_t n, float threshold, int32_t* out);
+
 // Rotary position embedding of `n_heads` consecutive vectors of `head_dim` floats at position
 // `pos`. Only the first `n_rot` dims of each head rotate. Pairing: adjacent (x[2i], x[2i+1]) for
 // `llama` (neox = false); split halves (x[i], x[i + n_rot/2]) for `qwen2`/`qwen3` (neox = true).

@@ -4,16 +4,18 @@
 #include <cmath>
 
 #include "tensor/kernels.h"
+#include "tensor/tensor_isa.h"
 
+#include "tensor/isa_begin.h"
 #include "tensor/simd.h"
 
-namespace kvslim::detail {
+namespace kvslim::KVSLIM_ISA_NS::detail {
 
 void quantize_row_q8_0(const float* x, BlockQ8_0* y, int64_t n) {
   const int64_t nb = n / kQ8Block;
   for (int64_t b = 0; b < nb; ++b) {
     const float* xb = x + b * kQ8Block;
-#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+#if defined(KVSLIM_HAS_AVX512F) && defined(KVSLIM_HAS_AVX512BW) && defined(KVSLIM_HAS_AVX512VL)
     const __m512 v0 = _mm512_loadu_ps(xb);
     const __m512 v1 = _mm512_loadu_ps(xb + 16);
     const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
@@ -51,7 +53,7 @@ void dequantize_row_q8_0(const BlockQ8_0* x, float* y, int64_t n) {
   for (int64_t b = 0; b < nb; ++b) {
     const float d = fp16_to_fp32(x[b].scale_f16);
     float* yb = y + b * kQ8Block;
-#if defined(__AVX512F__)
+#if defined(KVSLIM_HAS_AVX512F)
     const __m512 vd = _mm512_set1_ps(d);
     const __m128i* q = reinterpret_cast<const __m128i*>(x[b].q);
     _mm512_storeu_ps(yb, _mm512_mul_ps(vd, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(q)))));
@@ -81,7 +83,7 @@ Q8Activations quantize_activations(const float* x, int64_t n, void* buffer) {
     const float* xb = x + b * kQ8Block;
     int8_t* q = out.q + b * kQ8Block;
     int32_t* corr = out.lane_corr + b * 8;
-#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+#if defined(KVSLIM_HAS_AVX512F) && defined(KVSLIM_HAS_AVX512BW) && defined(KVSLIM_HAS_AVX512VL)
     const __m512 v0 = _mm512_loadu_ps(xb);
     const __m512 v1 = _mm512_loadu_ps(xb + 16);
     const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
@@ -123,4 +125,4 @@ void round_through_q8_activations(const float* x, int64_t n, float* out) {
   for (int64_t i = 0; i < n; ++i) out[i] = a.scale[i / kQ8Block] * static_cast<float>(a.q[i]);
 }
 
-}  // namespace kvslim::detail
+}  // namespace kvslim::KVSLIM_ISA_NS::detail

@@ -6,9 +6,13 @@
 #include <cstring>
 
 #include "tensor/kernels.h"
+#include "tensor/tensor_isa.h"
 #include "util/error.h"
 
-namespace kvslim::detail {
+#include "tensor/isa_begin.h"
+#include "tensor/simd.h"
+
+namespace kvslim::KVSLIM_ISA_NS::detail {
 
 void quantize_row_q8_k(const float* x, BlockQ8_K* y, int64_t n) {
   for (int64_t b = 0; b < n / kQK; ++b, x += kQK) {
@@ -115,15 +119,16 @@ bool quant_kernel_available(QuantKernel path) {
   switch (path) {
     case QuantKernel::Auto:
     case QuantKernel::Scalar: return true;
+    // The level being compiled decides (the active level is one the CPU runs).
     case QuantKernel::Avx2:
-#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
-      return __builtin_cpu_supports("avx2");
+#if defined(KVSLIM_HAS_AVX2)
+      return true;
 #else
       return false;
 #endif
     case QuantKernel::Vnni:
-#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__) && defined(__AVX512VNNI__) && defined(__AVX512VL__)
-      return __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vl");
+#if defined(KVSLIM_HAS_AVX512VNNI) && defined(KVSLIM_HAS_AVX512VL)
+      return true;
 #else
       return false;
 #endif
@@ -138,8 +143,8 @@ QuantKernel resolve_quant_kernel(QuantKernel path) {
     return QuantKernel::Scalar;
   }
   if (!quant_kernel_available(path)) {
-    fail("the {} dot-product path is not available in this build or on this CPU",
-         path == QuantKernel::Vnni ? "AVX-512 VNNI" : "AVX2");
+    fail("the {} dot-product path is not available at the {} level",
+         path == QuantKernel::Vnni ? "AVX-512 VNNI" : "AVX2", isa_name(detail::dispatch_isa()));
   }
   return path;
 }
@@ -155,4 +160,4 @@ void quant_dot_rows(const WeightView& w, const QuantActivations& xa, int64_t r0,
   }
 }
 
-}  // namespace kvslim::detail
+}  // namespace kvslim::KVSLIM_ISA_NS::detail

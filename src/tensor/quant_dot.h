@@ -58,9 +58,7 @@ QuantKernel resolve_quant_kernel(QuantKernel path);  // Auto -> the best availab
 void quant_dot_rows(const WeightView& w, const QuantActivations& xa, int64_t r0, int64_t r1, float* y,
                     QuantKernel path);
 
-// The per-path implementations (quant_dot_scalar.cpp, quant_dot_simd.cpp).
-float quant_dot_row_scalar(DType type, const uint8_t* row, const QuantActivations& xa);
-void quant_dot_rows_avx2(const WeightView& w, const QuantActivations& xa, int64_t r0, int64_t r1, float* y);
-void quant_dot_rows_vnni(const WeightView& w, const QuantActivations& xa, int64_t r0, int64_t r1, float* y);
+// The per-path implementations (quant_dot_scalar.cpp, quant_dot_simd.cpp) exist per level only
+// (tensor/tensor_isa.inc).
 
 }  // namespace kvslim::detail

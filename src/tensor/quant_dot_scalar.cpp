@@ -5,9 +5,13 @@
 #include <cstring>
 
 #include "tensor/quant_dot.h"
+#include "tensor/tensor_isa.h"
 #include "util/error.h"
 
-namespace kvslim::detail {
+#include "tensor/isa_begin.h"
+#include "tensor/simd.h"
+
+namespace kvslim::KVSLIM_ISA_NS::detail {
 namespace {
 
 // Legacy blocks: levels q (0..15 or 0..31) of value i of a 32-value block.
@@ -145,4 +149,4 @@ float quant_dot_row_scalar(DType type, const uint8_t* row, const QuantActivation
   return dtype_block_size(type) == kQK ? dot_k(type, row, xa) : dot_legacy(type, row, xa);
 }
 
-}  // namespace kvslim::detail
+}  // namespace kvslim::KVSLIM_ISA_NS::detail

@@ -15,18 +15,20 @@
 #include <cstring>
 
 #include "tensor/quant_dot.h"
+#include "tensor/tensor_isa.h"
 #include "util/error.h"
 
+#include "tensor/isa_begin.h"
 #include "tensor/simd.h"
 
-#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+#if defined(KVSLIM_HAS_AVX2) && defined(KVSLIM_HAS_FMA) && defined(KVSLIM_HAS_F16C)
 #define KVSLIM_QDOT_AVX2 1
 #endif
-#if defined(KVSLIM_QDOT_AVX2) && defined(__AVX512VNNI__) && defined(__AVX512VL__)
+#if defined(KVSLIM_QDOT_AVX2) && defined(KVSLIM_HAS_AVX512VNNI) && defined(KVSLIM_HAS_AVX512VL)
 #define KVSLIM_QDOT_VNNI 1
 #endif
 
-namespace kvslim::detail {
+namespace kvslim::KVSLIM_ISA_NS::detail {
 
 #if defined(KVSLIM_QDOT_AVX2)
 namespace {
@@ -116,7 +118,7 @@ float dot_legacy(DType type, const uint8_t* row, const QuantActivations& xa, siz
   return hsum256(_mm256_add_ps(accs[0], accs[1])) + corr;
 }
 
-#if defined(KVSLIM_QDOT_VNNI) && defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VBMI__)
+#if defined(KVSLIM_QDOT_VNNI) && defined(KVSLIM_HAS_AVX512F) && defined(KVSLIM_HAS_AVX512BW) && defined(KVSLIM_HAS_AVX512VBMI)
 #define KVSLIM_QDOT_Q4_0_512 1
 // Q4_0 on the VNNI path, four blocks per pair of 512-bit vpdpbusd: q4_0 is the legacy type
 // people run, and its one-block-per-instruction loop is bound by instructions, not memory. The
@@ -372,4 +374,4 @@ void quant_dot_rows_vnni(const WeightView&, const QuantActivations&, int64_t, in
 }
 #endif
 
-}  // namespace kvslim::detail
+}  // namespace kvslim::KVSLIM_ISA_NS::detail

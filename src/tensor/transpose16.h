@@ -2,10 +2,10 @@
 // panels with it; the AMX int8 GEMM turns its [row][token] results into [token][row]).
 #pragma once
 
-#if defined(__AVX512F__)
-#include <immintrin.h>
+#include "tensor/isa_begin.h"
 
-namespace kvslim::detail {
+#if defined(KVSLIM_HAS_AVX512F)
+namespace kvslim::KVSLIM_ISA_NS::detail {
 
 // In-register transpose of a 16x16 float tile (r[i] = row i on entry, column i on exit).
 inline void transpose16x16_ps(__m512 r[16]) {
@@ -34,5 +34,5 @@ inline void transpose16x16_ps(__m512 r[16]) {
 }
 
 
-}  // namespace kvslim::detail
+}  // namespace kvslim::KVSLIM_ISA_NS::detail
 #endif

@@ -1,0 +1,124 @@
+// The public tensor kernels: each forwards to the active instruction-set level's build
+// (tensor/isa.h).
+#include "tensor/tensor_isa.h"
+
+namespace kvslim {
+
+void matvec(const WeightView& w, const float* x, float* y, ThreadPool& pool) {
+  matvec(w, x, y, pool, QuantKernel::Auto);
+}
+
+void matvec(const WeightView& w, const float* x, float* y, ThreadPool& pool, QuantKernel path) {
+  float* ys[1] = {y};
+  matvec_multi({&w, 1}, x, ys, pool, path);
+}
+
+void matvec_multi(std::span<const WeightView> ws, const float* x, std::span<float* const> ys, ThreadPool& pool) {
+  matvec_multi(ws, x, ys, pool, QuantKernel::Auto);
+}
+
+void matvec_multi(std::span<const WeightView> ws, const float* x, std::span<float* const> ys, ThreadPool& pool,
+                  QuantKernel path) {
+  KVSLIM_ISA_DISPATCH(matvec_multi(ws, x, ys, pool, path));
+}
+
+void matmul(const WeightView& w, const float* x, int64_t n, float* y, ThreadPool& pool) {
+  KVSLIM_ISA_DISPATCH(matmul(w, x, n, y, pool));
+}
+
+void gemm_f32_nt(const float* x, int64_t ldx, int64_t n, const float* w, int64_t w_rows, int64_t k, float* y,
+                 int64_t ldy, bool accumulate) {
+  KVSLIM_ISA_DISPATCH(gemm_f32_nt(x, ldx, n, w, w_rows, k, y, ldy, accumulate));
+}
+
+void gemm_f32_nn(const float* x, int64_t ldx, int64_t n, const float* w, int64_t k, int64_t w_cols, float* y,
+                 int64_t ldy, bool accumulate) {
+  KVSLIM_ISA_DISPATCH(gemm_f32_nn(x, ldx, n, w, k, w_cols, y, ldy, accumulate));
+}
+
+bool bf16_weights_round_x() { KVSLIM_ISA_DISPATCH(bf16_weights_round_x()); }
+
+void rmsnorm(const float* x, const float* weight, float* y, int64_t n, float eps) {
+  KVSLIM_ISA_DISPATCH(rmsnorm(x, weight, y, n, eps));
+}
+
+void softmax_inplace(float* x, int64_t n) { KVSLIM_ISA_DISPATCH(softmax_inplace(x, n)); }
+
+void swiglu(const float* gate, const float* up, float* out, int64_t n) { KVSLIM_ISA_DISPATCH(swiglu(gate, up, out, n)); }
+
+void add_inplace(float* y, const float* x, int64_t n) { KVSLIM_ISA_DISPATCH(add_inplace(y, x, n)); }
+
+void axpy(float a, const float* x, float* y, int64_t n) { KVSLIM_ISA_DISPATCH(axpy(a, x, y, n)); }
+
+float dot(const float* a, const float* b, int64_t n) { KVSLIM_ISA_DISPATCH(dot(a, b, n)); }
+
+void rope_inplace(float* x, int n_heads, int64_t pos, const RopeConfig& config) {
+  KVSLIM_ISA_DISPATCH(rope_inplace(x, n_heads, pos, config));
+}
+
+int64_t indices_at_least(const float* values, int64_t n, float threshold, int32_t* out) {
+  KVSLIM_ISA_DISPATCH(indices_at_least(values, n, threshold, out));
+}
+
+void convert_from_f32(const float* src, DType type, void* dst, int64_t n) {
+  KVSLIM_ISA_DISPATCH(convert_from_f32(src, type, dst, n));
+}
+
+void convert_to_f32(DType type, const void* src, float* dst, int64_t n) {
+  KVSLIM_ISA_DISPATCH(convert_to_f32(type, src, dst, n));
+}
+
+namespace detail {
+
+size_t q8_activation_bytes(int64_t n) { KVSLIM_ISA_DISPATCH(detail::q8_activation_bytes(n)); }
+
+size_t quant_activation_bytes(DType type, int64_t n) { KVSLIM_ISA_DISPATCH(detail::quant_activation_bytes(type, n)); }
+
+void quantize_row_q8_0(const float* x, BlockQ8_0* y, int64_t n) { KVSLIM_ISA_DISPATCH(detail::quantize_row_q8_0(x, y, n)); }
+
+void dequantize_row_q8_0(const BlockQ8_0* x, float* y, int64_t n) {
+  KVSLIM_ISA_DISPATCH(detail::dequantize_row_q8_0(x, y, n));
+}
+
+Q8Activations quantize_activations(const float* x, int64_t n, void* buffer) {
+  KVSLIM_ISA_DISPATCH(detail::quantize_activations(x, n, buffer));
+}
+
+void round_through_q8_activations(const float* x, int64_t n, float* out) {
+  KVSLIM_ISA_DISPATCH(detail::round_through_q8_activations(x, n, out));
+}
+
+void round_x_to_bf16_pairs(const float* x, int64_t n, uint16_t* dst) {
+  KVSLIM_ISA_DISPATCH(detail::round_x_to_bf16_pairs(x, n, dst));
+}
+
+QuantActivations prepare_quant_activations(DType type, const float* x, int64_t n, void* buffer) {
+  KVSLIM_ISA_DISPATCH(detail::prepare_quant_activations(type, x, n, buffer));
+}
+
+void quantize_row_q8_k(const float* x, BlockQ8_K* y, int64_t n) { KVSLIM_ISA_DISPATCH(detail::quantize_row_q8_k(x, y, n)); }
+
+void round_through_quant_activations(DType type, const float* x, int64_t n, float* out) {
+  KVSLIM_ISA_DISPATCH(detail::round_through_quant_activations(type, x, n, out));
+}
+
+bool quant_kernel_available(QuantKernel path) { KVSLIM_ISA_DISPATCH(detail::quant_kernel_available(path)); }
+
+QuantKernel resolve_quant_kernel(QuantKernel path) { KVSLIM_ISA_DISPATCH(detail::resolve_quant_kernel(path)); }
+
+void quant_dot_rows(const WeightView& w, const QuantActivations& xa, int64_t r0, int64_t r1, float* y,
+                    QuantKernel path) {
+  KVSLIM_ISA_DISPATCH(detail::quant_dot_rows(w, xa, r0, r1, y, path));
+}
+
+bool matmul_q8_available() { KVSLIM_ISA_DISPATCH(detail::matmul_q8_available()); }
+
+bool amx_int8_usable() { KVSLIM_ISA_DISPATCH(detail::amx_int8_usable()); }
+
+void matmul_q8(const WeightView& w, const float* x, int64_t n, float* y, ThreadPool& pool, Int8Gemm path) {
+  KVSLIM_ISA_DISPATCH(detail::matmul_q8(w, x, n, y, pool, path));
+}
+
+}  // namespace detail
+
+}  // namespace kvslim
