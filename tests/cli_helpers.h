@@ -21,9 +21,10 @@ struct CommandResult {
   std::string err;  // stderr
 };
 
-inline CommandResult run(const std::string& args) {
+// env: variable assignments put before the binary, e.g. "KVSLIM_ISA=scalar".
+inline CommandResult run(const std::string& args, const std::string& env = "") {
   const std::string err_path = temp_path("stderr.txt");
-  const std::string cmd = std::string(KVSLIM_BINARY) + " " + args + " 2>" + err_path;
+  const std::string cmd = env + " " + std::string(KVSLIM_BINARY) + " " + args + " 2>" + err_path;
   FILE* pipe = popen(cmd.c_str(), "r");
   std::string out;
   std::array<char, 4096> buf;

@@ -5,6 +5,8 @@
 #include "bench/bench.h"
 #include "cli/commands.h"
 #include "cli/shared_options.h"
+#include "engine/system_info.h"
+#include "tensor/isa.h"
 
 namespace kvslim::cli {
 
@@ -72,15 +74,15 @@ void add_bench_command(CLI::App& app) {
     const BenchReport report = run_bench(*model, pool, opt->bench);
     if (opt->json) {
       nlohmann::json out = {{"model", opt->model}, {"threads", pool.size()}, {"reps", opt->bench.reps},
-                            {"press", opt->bench.compression.press},
+                            {"press", opt->bench.compression.press}, {"system", system_info()},
                             {"prefill", nlohmann::json::array()}, {"decode", nlohmann::json::array()}};
       for (const auto& p : report.prefill) out["prefill"].push_back(to_json(p, "prompt_length"));
       for (const auto& p : report.decode) out["decode"].push_back(to_json(p, "context_length"));
       fmt::print("{}\n", out.dump(2));
       return;
     }
-    fmt::print("model {}, {} threads, {} reps, press {}\n", opt->model, pool.size(), opt->bench.reps,
-               opt->bench.compression.press);
+    fmt::print("model {}, {} threads, {} reps, press {}, kernels {} on {}\n", opt->model, pool.size(), opt->bench.reps,
+               opt->bench.compression.press, isa_name(active_isa()), cpu_description());
     print_table("prefill", "prompt", "ms/prompt", report.prefill);
     print_table("decode", "context", "ms/token", report.decode);
     for (const auto& p : report.decode) {

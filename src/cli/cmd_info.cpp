@@ -1,10 +1,13 @@
 // kvslim info: what a model file holds.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include <map>
+#include <memory>
 
 #include "cli/commands.h"
+#include "engine/system_info.h"
 #include "model/model.h"
 
 namespace kvslim::cli {
@@ -60,19 +63,45 @@ void add_info_command(CLI::App& app) {
   struct Options {
     std::string model;
     bool json = false;
+    bool system = false;
   };
   auto opt = std::make_shared<Options>();
-  CLI::App* cmd = app.add_subcommand("info", "architecture, shapes, types, tokenizer and sizes of a model");
-  cmd->add_option("model", opt->model, "GGUF model")->required();
+  CLI::App* cmd = app.add_subcommand("info", "architecture, shapes, types, tokenizer and sizes of a model; --system: the CPU and kernels");
+  cmd->add_option("model", opt->model, "GGUF model (optional with --system)");
+  cmd->add_flag("--system", opt->system,
+                "the CPU, the instruction-set level the kernels run at (KVSLIM_ISA forces a lower one) and the kernel "
+                "of each weight and KV type");
   cmd->add_flag("--json", opt->json, "print JSON");
   cmd->callback([opt] {
-    const auto model = Model::load(opt->model);
-    const nlohmann::json info = describe(*model);
+    if (opt->model.empty() && !opt->system) throw CLI::RequiredError("model");
+    nlohmann::json info;
+    std::unique_ptr<Model> model;
+    if (!opt->model.empty()) {
+      model = Model::load(opt->model);
+      info = describe(*model);
+    }
+    if (opt->system) info["system"] = system_info(model ? model->config().head_dim : 0);
     if (opt->json) {
       fmt::print("{}\n", info.dump(2));
       return;
     }
-    for (const auto& [key, value] : info.items()) fmt::print("{:<20} {}\n", key, value.is_string() ? value.get<std::string>() : value.dump());
+    for (const auto& [key, value] : info.items()) {
+      if (key == "system") continue;
+      fmt::print("{:<20} {}\n", key, value.is_string() ? value.get<std::string>() : value.dump());
+    }
+    if (!opt->system) return;
+    const nlohmann::json& sys = info["system"];
+    fmt::print("{:<20} {}\n", "cpu", sys["cpu"].get<std::string>());
+    fmt::print("{:<20} {} (best {}; this CPU runs: {}; compiled: {})\n", "isa", sys["isa"].get<std::string>(),
+               sys["isa_best"].get<std::string>(), fmt::join(sys["isa_supported"].get<std::vector<std::string>>(), ", "),
+               fmt::join(sys["isa_compiled"].get<std::vector<std::string>>(), ", "));
+    for (const auto& [type, k] : sys["weight_kernels"].items()) {
+      fmt::print("{:<20} decode: {}; prefill: {}\n", "weights " + type, k["decode"].get<std::string>(),
+                 k["prefill"].get<std::string>());
+    }
+    if (sys.contains("kv_kernels")) {
+      for (const auto& [type, k] : sys["kv_kernels"].items()) fmt::print("{:<20} {}\n", "kv " + type, k.get<std::string>());
+    }
   });
 }
 

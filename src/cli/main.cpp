@@ -7,6 +7,7 @@
 #include <string>
 
 #include "cli/commands.h"
+#include "tensor/isa.h"
 #include "util/error.h"
 
 namespace {
@@ -58,6 +59,7 @@ int main(int argc, char** argv) {
     sub->group(group == command_groups().end() ? "Other" : group->second);
   }
   try {
+    kvslim::active_isa();  // a bad KVSLIM_ISA is one error line before any work
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);

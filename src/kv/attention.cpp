@@ -220,6 +220,67 @@ void weighted_rows_avx512(const float* p, int64_t p_stride, int n_heads, Row row
 }
 #endif
 
+#if defined(KVSLIM_HAS_AVX2) && !defined(KVSLIM_HAS_AVX512F)
+// AVX2, head_dim a multiple of 8: each row is decoded once into an L1-resident f32 row (exactly
+// the numbers row_f32 gives), then scored against / added into every head of the group with
+// inlined 8-float vector loops. The generic path's per-head calls to dot() and axpy() cost more
+// than the arithmetic at head_dim 64.
+template <class Codec>
+inline const float* row_f32_avx2(const uint8_t* row, int hd, float* buffer) {
+  if constexpr (Codec::type == DType::F32) {
+    return reinterpret_cast<const float*>(row);
+  } else {
+    for (int i = 0; i < hd; i += 8) {
+      __m256 v;
+      if constexpr (Codec::type == DType::F16) {
+        v = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * i)));
+      } else if constexpr (Codec::type == DType::BF16) {
+        const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * i)));
+        v = _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
+      } else {  // q8_0: d * q, one rounding, as dequantize_row_q8_0
+        const BlockQ8_0* block = reinterpret_cast<const BlockQ8_0*>(row) + i / kQ8Block;
+        const __m128i q = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(block->q + i % kQ8Block));
+        v = _mm256_mul_ps(_mm256_set1_ps(fp16_to_fp32(block->scale_f16)), _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)));
+      }
+      _mm256_storeu_ps(buffer + i, v);
+    }
+    return buffer;
+  }
+}
+
+template <class Codec, class Row>
+void score_rows_avx2(const float* q, int hd, int n_heads, Row row, int64_t rows, float scale, float* s,
+                     int64_t s_stride, float* buffer) {
+  for (int64_t j = 0; j < rows; ++j) {
+    const float* k = row_f32_avx2<Codec>(row(j), hd, buffer);
+    for (int g = 0; g < n_heads; ++g) {
+      const float* qg = q + int64_t(g) * hd;
+      __m256 acc0 = _mm256_mul_ps(_mm256_loadu_ps(qg), _mm256_loadu_ps(k)), acc1 = _mm256_setzero_ps();
+      int i = 8;
+      for (; i + 16 <= hd; i += 16) {
+        acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(qg + i), _mm256_loadu_ps(k + i), acc1);
+        acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(qg + i + 8), _mm256_loadu_ps(k + i + 8), acc0);
+      }
+      if (i < hd) acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(qg + i), _mm256_loadu_ps(k + i), acc1);
+      s[g * s_stride + j] = detail::hsum256(_mm256_add_ps(acc0, acc1)) * scale;
+    }
+  }
+}
+
+template <class Codec, class Row>
+void weighted_rows_avx2(const float* p, int64_t p_stride, int hd, int n_heads, Row row, int64_t rows, float* out,
+                        float* buffer) {
+  for (int64_t j = 0; j < rows; ++j) {
+    const float* v = row_f32_avx2<Codec>(row(j), hd, buffer);
+    for (int g = 0; g < n_heads; ++g) {
+      const __m256 pj = _mm256_set1_ps(p[g * p_stride + j]);
+      float* og = out + int64_t(g) * hd;
+      for (int i = 0; i < hd; i += 8) _mm256_storeu_ps(og + i, _mm256_fmadd_ps(pj, _mm256_loadu_ps(v + i), _mm256_loadu_ps(og + i)));
+    }
+  }
+}
+#endif
+
 // Dispatch on head_dim: register-resident rows for the common sizes, the generic path otherwise.
 template <class Codec, class Row>
 void score_rows(const float* q, int hd, int n_heads, Row row, int64_t rows, float scale, float* s, int64_t s_stride,
@@ -232,6 +293,8 @@ void score_rows(const float* q, int hd, int n_heads, Row row, int64_t rows, floa
     case 128: return score_rows_avx512<8, Codec>(q, n_heads, row, rows, scale, s, s_stride);
     default: break;
   }
+#elif defined(KVSLIM_HAS_AVX2)
+  if (hd % 8 == 0) return score_rows_avx2<Codec>(q, hd, n_heads, row, rows, scale, s, s_stride, buffer);
 #endif
   score_rows_generic<Codec>(q, hd, n_heads, row, rows, scale, s, s_stride, buffer);
 }
@@ -247,6 +310,8 @@ void weighted_rows(const float* p, int64_t p_stride, int hd, int n_heads, Row ro
     case 128: return weighted_rows_avx512<8, Codec>(p, p_stride, n_heads, row, rows, out);
     default: break;
   }
+#elif defined(KVSLIM_HAS_AVX2)
+  if (hd % 8 == 0) return weighted_rows_avx2<Codec>(p, p_stride, hd, n_heads, row, rows, out, buffer);
 #endif
   weighted_rows_generic<Codec>(p, p_stride, hd, n_heads, row, rows, out, buffer);
 }
@@ -443,6 +508,18 @@ void attend_sparse(const PagedKv& kv, std::span<const int32_t> indices, const fl
         },
         m, out, buffer);
   });
+}
+
+const char* attention_kernel(DType kv_type, int head_dim) {
+  (void)kv_type;
+#if defined(KVSLIM_HAS_AVX512F)
+  if (head_dim == 16 || head_dim == 32 || head_dim == 64 || head_dim == 128) return "avx512 fused rows";
+#endif
+#if defined(KVSLIM_HAS_AVX2) && !defined(KVSLIM_HAS_AVX512F)
+  if (head_dim % 8 == 0) return "avx2 rows decoded once, inlined dot / axpy";
+#endif
+  (void)head_dim;
+  return "rows decoded to f32, then dot / axpy";
 }
 
 }  // namespace kvslim::KVSLIM_ISA_NS

@@ -70,6 +70,9 @@ void attention_scores(const PagedKv& kv, const float* q, int n_q_heads, float* s
 void key_scores(const PagedKv& kv, const float* q, int n_q_heads, float scale, float* s, int64_t s_stride,
                 AttentionScratch& scratch);
 
+// What reads `kv_type` pages of `head_dim` in attention at the active level (kvslim info --system).
+const char* attention_kernel(DType kv_type, int head_dim);
+
 // One query per head (n_q_heads consecutive heads, head_dim apart) attending over only the
 // tokens at `indices` (ascending cache indices): softmax over that subset. An empty subset
 // gives zeros.

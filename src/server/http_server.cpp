@@ -4,6 +4,7 @@
 
 #include <filesystem>
 
+#include "engine/system_info.h"
 #include "model/model.h"
 #include "press/registry.h"
 #include "server/openai_format.h"
@@ -245,6 +246,7 @@ void HttpServer::props(Response& res) {
               {"model_path", options_.model_path},
               {"model_alias", model_id_},
               {"model", {{"n_layers", m.n_layers}, {"n_kv_heads", m.n_kv_heads}, {"head_dim", m.head_dim}}},
+              {"system", system_info(m.head_dim)},
               {"chat_template", template_ ? json(template_->source()) : json(nullptr)},
               {"chat_template_error", template_error_.empty() ? json(nullptr) : json(template_error_)},
               {"kv_mem_mib", options_.kv_mem_mib},

@@ -36,6 +36,10 @@ void gemm_f32_nn(const float* x, int64_t ldx, int64_t n, const float* w, int64_t
   KVSLIM_ISA_DISPATCH(gemm_f32_nn(x, ldx, n, w, k, w_cols, y, ldy, accumulate));
 }
 
+const char* matvec_kernel(DType type) { KVSLIM_ISA_DISPATCH(matvec_kernel(type)); }
+
+const char* matmul_kernel(DType type) { KVSLIM_ISA_DISPATCH(matmul_kernel(type)); }
+
 bool bf16_weights_round_x() { KVSLIM_ISA_DISPATCH(bf16_weights_round_x()); }
 
 void rmsnorm(const float* x, const float* weight, float* y, int64_t n, float eps) {

@@ -389,38 +389,39 @@ void gemm_panels(const WeightView& w, const GemmOperands& op, ThreadPool* pool) 
     for (int64_t p = n_xpanels * t / nt; p < n_xpanels * (t + 1) / nt; ++p)
       P::pack_x(x, op.ldx, n, k, p * kMR, xp + p * x_panel, w.type);
   };
-  // Weight panels go out in chunks of up to 4 (about 4 chunks per thread at least).
-  detail::ChunkQueue queue(n_wpanels, std::clamp<int64_t>(n_wpanels / (4 * threads), 1, 4));
+  // Weight panels go out in chunks of up to kChunk (about 4 chunks per thread at least). A
+  // thread converts a whole chunk's K slice (at most kChunk panels, an L2-sized block), then runs
+  // every token panel against all of it: each token panel's slice is read from memory once per
+  // chunk and reused from L1 by the chunk's panels, rather than once per weight panel (with 512
+  // tokens the packed x of one K slice is 512 KiB, more than a Zen 3 L2 holds).
+  constexpr int64_t kChunk = 4;
+  detail::ChunkQueue queue(n_wpanels, std::clamp<int64_t>(n_wpanels / (4 * threads), 1, kChunk));
   auto compute = [&](int, int) {
     thread_local detail::Scratch w_scratch;
-    auto* wbuf = static_cast<typename P::WElem*>(w_scratch.get(2 * P::kWElems * sizeof(typename P::WElem) + 64));
-    typename P::WElem* wp = wbuf;
-    typename P::WElem* tmp = wbuf + P::kWElems;
+    auto* wbuf = static_cast<typename P::WElem*>(
+        w_scratch.get((kChunk + 1) * P::kWElems * sizeof(typename P::WElem) + 64));
+    typename P::WElem* tmp = wbuf + kChunk * P::kWElems;
     int64_t p0, p1;
     while (queue.pop(p0, p1)) {
       for (int64_t k0 = 0; k0 < k; k0 += kKC) {
         const int64_t kc = std::min(kKC, k - k0);
-        for (int64_t p = p0; p < p1; ++p) {
-          const int64_t r0 = p * kNR;
-          const int nr = static_cast<int>(std::min<int64_t>(kNR, w.rows - r0));
-          P::pack_w(w, r0, k0, kc, wp, tmp);
-          // The panel after this one: the next in this slice, or the first of the next slice.
-          int64_t next_r0 = r0 + kNR, next_k0 = k0, next_kc = kc;
-          if (p + 1 >= p1) {
-            next_r0 = p0 * kNR;
-            next_k0 = k0 + kKC;
-            next_kc = std::min(kKC, k - next_k0);
+        for (int64_t p = p0; p < p1; ++p) P::pack_w(w, p * kNR, k0, kc, wbuf + (p - p0) * P::kWElems, tmp);
+        // While this slice is computed, the next one's weights (or the next chunk's, which the
+        // queue may hand to this thread) are pulled towards the cache.
+        const int64_t next_k0 = k0 + kKC;
+        const bool more = P::kPrefetchWeights && next_k0 < k;
+        const detail::PanelPrefetcher prefetcher(w, p0 * kNR, more ? std::min(w.rows, p1 * kNR) : p0 * kNR, next_k0,
+                                                 more ? std::min(kKC, k - next_k0) : 0, n_xpanels);
+        for (int64_t xpi = 0; xpi < n_xpanels; ++xpi) {
+          const int64_t t0 = xpi * kMR;
+          const int mt = static_cast<int>(std::min<int64_t>(kMR, n - t0));
+          for (int64_t p = p0; p < p1; ++p) {
+            const int64_t r0 = p * kNR;
+            const int nr = static_cast<int>(std::min<int64_t>(kNR, w.rows - r0));
+            P::kernel(xp + xpi * x_panel + P::x_offset(k0), wbuf + (p - p0) * P::kWElems, kc, y + t0 * op.ldy + r0,
+                      op.ldy, mt, nr, k0 == 0 && !op.accumulate);
           }
-          const bool more = P::kPrefetchWeights && next_k0 < k;
-          const detail::PanelPrefetcher prefetcher(w, next_r0, more ? std::min(w.rows, next_r0 + kNR) : next_r0,
-                                                   next_k0, more ? next_kc : 0, n_xpanels);
-          for (int64_t xpi = 0; xpi < n_xpanels; ++xpi) {
-            const int64_t t0 = xpi * kMR;
-            const int mt = static_cast<int>(std::min<int64_t>(kMR, n - t0));
-            P::kernel(xp + xpi * x_panel + P::x_offset(k0), wp, kc, y + t0 * op.ldy + r0, op.ldy, mt, nr,
-                      k0 == 0 && !op.accumulate);
-            prefetcher.part(xpi);
-          }
+          prefetcher.part(xpi);
         }
       }
     }
@@ -489,6 +490,26 @@ void gemm_f32_nn(const float* x, int64_t ldx, int64_t n, const float* w, int64_t
   if (k <= 0) return zero_rows_unless(accumulate, y, ldy, n, w_cols);
   gemm_panels<F32TransposedPanels>(WeightView{DType::F32, w, w_cols, k}, GemmOperands{x, ldx, n, y, ldy, accumulate},
                                    nullptr);
+}
+
+const char* matmul_kernel(DType type) {
+  const bool int8_gemm_type = type == DType::Q8_0 || type == DType::Q4_0 || type == DType::Q4_1 ||
+                              type == DType::Q5_0 || type == DType::Q5_1 || type == DType::Q4_K || type == DType::Q5_K;
+  if (int8_gemm_type && detail::matmul_q8_available()) {
+    return detail::amx_int8_usable() ? "amx int8 gemm (avx512-vnni below 16 tokens)" : detail::matmul_q8_kernel();
+  }
+#if defined(KVSLIM_BF16_DOT)
+  if (type == DType::BF16) return "avx512-bf16 gemm 14x32";
+#endif
+  const char* f32_gemm =
+#if defined(KVSLIM_HAS_AVX512F)
+      "avx512 f32 gemm 14x32";
+#elif defined(KVSLIM_HAS_AVX2)
+      "avx2 f32 gemm 6x16";
+#else
+      "scalar f32 gemm 4x8";
+#endif
+  return f32_gemm;
 }
 
 }  // namespace kvslim::KVSLIM_ISA_NS

@@ -319,6 +319,8 @@ static void matmul_q8_vnni(const WeightView& w, const float* x, int64_t n, float
 
 bool matmul_q8_available() { return true; }
 
+const char* matmul_q8_kernel() { return "avx512-vnni int8 gemm 6x32"; }
+
 void matmul_q8(const WeightView& w, const float* x, int64_t n, float* y, ThreadPool& pool, Int8Gemm path) {
   if (path == Int8Gemm::Amx && !amx_int8_usable()) fail("matmul_q8: AMX-INT8 is not usable on this machine");
   // AMX works on 16-token tiles; below one tile the VNNI kernel's 6-token micro-tiles waste less.
@@ -332,6 +334,8 @@ void matmul_q8(const WeightView& w, const float* x, int64_t n, float* y, ThreadP
 #else
 
 bool matmul_q8_available() { return false; }
+
+const char* matmul_q8_kernel() { return "none"; }
 
 void matmul_q8(const WeightView&, const float*, int64_t, float*, ThreadPool&, Int8Gemm) {
   fail("matmul_q8: this build has no AVX-512 VNNI int8 GEMM");

@@ -95,16 +95,19 @@ inline float dot_row_float(const uint8_t* row, const float* x, int64_t n, size_t
 #elif defined(KVSLIM_HAS_AVX2) && defined(KVSLIM_HAS_FMA) && defined(KVSLIM_HAS_F16C)
 
 struct LoadF32 {
+  static constexpr int kBytes = 4;
   static __m256 load(const uint8_t* row, int64_t i) { return _mm256_loadu_ps(reinterpret_cast<const float*>(row) + i); }
   static float scalar(const uint8_t* row, int64_t i) { return reinterpret_cast<const float*>(row)[i]; }
 };
 struct LoadF16 {
+  static constexpr int kBytes = 2;
   static __m256 load(const uint8_t* row, int64_t i) {
     return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(reinterpret_cast<const uint16_t*>(row) + i)));
   }
   static float scalar(const uint8_t* row, int64_t i) { return fp16_to_fp32(reinterpret_cast<const uint16_t*>(row)[i]); }
 };
 struct LoadBF16 {
+  static constexpr int kBytes = 2;
   static __m256 load(const uint8_t* row, int64_t i) {
     const __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(reinterpret_cast<const uint16_t*>(row) + i)));
     return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
@@ -112,19 +115,28 @@ struct LoadBF16 {
   static float scalar(const uint8_t* row, int64_t i) { return bf16_to_fp32(reinterpret_cast<const uint16_t*>(row)[i]); }
 };
 
+// As the AVX-512 version: each pass covers 128 bytes of the row (64 values of f16 / bf16 in four
+// accumulators, 32 of f32), prefetched pf bytes ahead (matvec_range says why).
 template <class L>
-inline float dot_row_float(const uint8_t* row, const float* x, int64_t n, size_t /*pf*/) {
+inline float dot_row_float(const uint8_t* row, const float* x, int64_t n, size_t pf) {
+  constexpr int kStep = 128 / L::kBytes;
   __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  __m256 acc2 = _mm256_setzero_ps(), acc3 = _mm256_setzero_ps();
   int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    acc0 = _mm256_fmadd_ps(L::load(row, i), _mm256_loadu_ps(x + i), acc0);
-    acc1 = _mm256_fmadd_ps(L::load(row, i + 8), _mm256_loadu_ps(x + i + 8), acc1);
+  for (; i + kStep <= n; i += kStep) {
+    const char* ahead = reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(row) + pf + i * L::kBytes);
+    _mm_prefetch(ahead, _MM_HINT_T0);
+    _mm_prefetch(ahead + 64, _MM_HINT_T0);
+#pragma GCC unroll 8
+    for (int j = 0; j < kStep; j += 32) {
+      acc0 = _mm256_fmadd_ps(L::load(row, i + j), _mm256_loadu_ps(x + i + j), acc0);
+      acc1 = _mm256_fmadd_ps(L::load(row, i + j + 8), _mm256_loadu_ps(x + i + j + 8), acc1);
+      acc2 = _mm256_fmadd_ps(L::load(row, i + j + 16), _mm256_loadu_ps(x + i + j + 16), acc2);
+      acc3 = _mm256_fmadd_ps(L::load(row, i + j + 24), _mm256_loadu_ps(x + i + j + 24), acc3);
+    }
   }
-  if (i + 8 <= n) {
-    acc0 = _mm256_fmadd_ps(L::load(row, i), _mm256_loadu_ps(x + i), acc0);
-    i += 8;
-  }
-  float s = detail::hsum256(_mm256_add_ps(acc0, acc1));
+  for (; i + 8 <= n; i += 8) acc0 = _mm256_fmadd_ps(L::load(row, i), _mm256_loadu_ps(x + i), acc0);
+  float s = detail::hsum256(_mm256_add_ps(_mm256_add_ps(acc0, acc1), _mm256_add_ps(acc2, acc3)));
   for (; i < n; ++i) s += L::scalar(row, i) * x[i];
   return s;
 }
@@ -250,18 +262,28 @@ inline float dot_row_q8(const uint8_t* row, const detail::Q8Activations& xa, int
 
 #elif defined(KVSLIM_HAS_AVX2) && defined(KVSLIM_HAS_FMA) && defined(KVSLIM_HAS_F16C)
 
-inline float dot_row_q8(const uint8_t* row, const detail::Q8Activations& xa, int64_t nb, size_t /*pf*/) {
-  __m256 acc = _mm256_setzero_ps();
+// AVX2 has no u8 x s8 dot with int32 sums of 4, and maddubs saturates at int16: the weights'
+// signs move onto x (sign_epi8), so maddubs multiplies |w| <= 127 by x * sign(w), exact pairs of
+// at most 2 * 127 * 127. Two blocks per step in two accumulators, prefetched pf bytes ahead.
+inline float dot_row_q8(const uint8_t* row, const detail::Q8Activations& xa, int64_t nb, size_t pf) {
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
   const __m256i ones = _mm256_set1_epi16(1);
-  for (int64_t b = 0; b < nb; ++b) {
+  const auto* blocks = reinterpret_cast<const BlockQ8_0*>(row);
+  auto block_dot = [&](int64_t b) {
     const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xa.q + b * kQ8Block));
-    const auto* blk = reinterpret_cast<const BlockQ8_0*>(row) + b;
-    const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk->q));
+    const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blocks[b].q));
     const __m256i p16 = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(xq, w));
-    const __m256 d = _mm256_cvtepi32_ps(_mm256_madd_epi16(p16, ones));
-    acc = _mm256_fmadd_ps(d, _mm256_set1_ps(fp16_to_fp32(blk->scale_f16) * xa.scale[b]), acc);
+    return _mm256_cvtepi32_ps(_mm256_madd_epi16(p16, ones));
+  };
+  int64_t b = 0;
+  for (; b + 2 <= nb; b += 2) {
+    _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(blocks + b) + pf), _MM_HINT_T0);
+    acc0 = _mm256_fmadd_ps(block_dot(b), _mm256_set1_ps(fp16_to_fp32(blocks[b].scale_f16) * xa.scale[b]), acc0);
+    acc1 = _mm256_fmadd_ps(block_dot(b + 1), _mm256_set1_ps(fp16_to_fp32(blocks[b + 1].scale_f16) * xa.scale[b + 1]),
+                           acc1);
   }
-  return detail::hsum256(acc);
+  if (b < nb) acc0 = _mm256_fmadd_ps(block_dot(b), _mm256_set1_ps(fp16_to_fp32(blocks[b].scale_f16) * xa.scale[b]), acc0);
+  return detail::hsum256(_mm256_add_ps(acc0, acc1));
 }
 
 #else
@@ -419,6 +441,38 @@ void matvec_multi(std::span<const WeightView> ws, const float* x, std::span<floa
       matvec_range(ws[i], xprep, r0, std::min(ws[i].rows, r0 + chunk), ys[i]);
     }
   });
+}
+
+const char* matvec_kernel(DType type) {
+  switch (type) {
+    case DType::F32:
+    case DType::F16:
+    case DType::BF16:
+#if defined(KVSLIM_BF16_DOT)
+      if (type == DType::BF16) return "avx512-bf16 dot (x rounded to bf16)";
+#endif
+#if defined(KVSLIM_AVX512)
+      return "avx512 f32 fma";
+#elif defined(KVSLIM_HAS_AVX2)
+      return "avx2 f32 fma";
+#else
+      return "scalar f32";
+#endif
+    case DType::Q8_0:
+#if defined(KVSLIM_AVX512_VNNI)
+      return "avx512-vnni int8 dot";
+#elif defined(KVSLIM_HAS_AVX2)
+      return "avx2 int8 dot";
+#else
+      return "scalar int8 dot";
+#endif
+    default:
+      switch (detail::resolve_quant_kernel(QuantKernel::Auto)) {
+        case QuantKernel::Vnni: return "avx512-vnni int8 dot";
+        case QuantKernel::Avx2: return "avx2 int8 dot";
+        default: return "scalar int8 dot";
+      }
+  }
 }
 
 }  // namespace kvslim::KVSLIM_ISA_NS

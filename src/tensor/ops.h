@@ -46,6 +46,11 @@ void gemm_f32_nn(const float* x, int64_t ldx, int64_t n, const float* w, int64_t
 // on both sides (llama.cpp does the same for BF16 weights). Otherwise x stays f32.
 bool bf16_weights_round_x();
 
+// What computes `type`'s products at the active level (kvslim info --system, bench --json):
+// decode's matvec and prefill's matmul, e.g. "avx2 f32 gemm 6x16".
+const char* matvec_kernel(DType type);
+const char* matmul_kernel(DType type);
+
 // y = x / sqrt(mean(x^2) + eps) * weight
 void rmsnorm(const float* x, const float* weight, float* y, int64_t n, float eps);
 
