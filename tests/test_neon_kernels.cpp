@@ -2,7 +2,7 @@
 // hand-written SIMD versions (NEON on aarch64; AVX2 / AVX-512 on x86): matvec of f32 / f16 /
 // bf16 / q8_0 rows, the block types' integer dot products, and the f32 GEMM (matmul and
 // gemm_f32_nt). Results may differ from the scalar level's only by f32 rounding (a different
-// summation order), bounded by a few ulp of sum |w * x|.
+// summation order), bounded by a small multiple of f32's epsilon times sum |w * x|.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -73,7 +73,9 @@ void check_matvec(DType t, int64_t rows, int64_t cols) {
     std::vector<float> y(static_cast<size_t>(rows), -1.0f);
     matvec(w.view, x.data(), y.data(), pool);
     // AVX512-BF16 multiplies bf16 weights with x rounded to bf16 (2^-9 relative).
-    const double rel = t == DType::BF16 && bf16_weights_round_x() ? 1e-2 : 3e-6;
+    // Block types: a level's activation quantisation may round one value next to a .5 boundary
+    // the other way (one step of d_x).
+    const double rel = t == DType::BF16 && bf16_weights_round_x() ? 1e-2 : dtype_is_quantized(t) ? 3e-5 : 1e-5;
     for (int64_t r = 0; r < rows; ++r) {
       ASSERT_NEAR(y[r], want[r], rel * mag[r] + 1e-7)
           << dtype_name(t) << " " << cols << " columns, row " << r << " at " << isa_name(isa);
@@ -111,7 +113,7 @@ TEST(IsaKernels, BlockTypesAutoPathMatchesScalarPathAtEveryLevel) {
       std::vector<float> a(5), b(5);
       matvec(w.view, x.data(), a.data(), pool, QuantKernel::Auto);
       matvec(w.view, x.data(), b.data(), pool, QuantKernel::Scalar);
-      for (int r = 0; r < 5; ++r) ASSERT_NEAR(a[r], b[r], 3e-6 * mag[r] + 1e-7) << dtype_name(t) << " " << isa_name(isa);
+      for (int r = 0; r < 5; ++r) ASSERT_NEAR(a[r], b[r], 1e-5 * mag[r] + 1e-7) << dtype_name(t) << " " << isa_name(isa);
     }
   }
 }
@@ -140,7 +142,7 @@ TEST(IsaKernels, GemmMatchesScalarLevel) {
             // Block types' activations are rounded through their quantisation first; a rare
             // rounding flip next to a .5 boundary moves one activation by one step.
             // AVX512-BF16 multiplies bf16 weights with x rounded to bf16 (2^-9 relative).
-            const double rel = t == DType::Q6_K ? 2e-3 : t == DType::BF16 && bf16_weights_round_x() ? 1e-2 : 3e-6;
+            const double rel = t == DType::Q6_K ? 2e-3 : t == DType::BF16 && bf16_weights_round_x() ? 1e-2 : 1e-5;
             const double tol = rel * mag[r] + 1e-6;
             ASSERT_NEAR(y[i * rows + r], want[i * rows + r], tol)
                 << dtype_name(t) << " n=" << n << " token " << i << " row " << r << " at " << isa_name(isa);
@@ -171,7 +173,7 @@ TEST(IsaKernels, GemmF32NtAccumulatesLikeScalarLevel) {
         if (j < rows) {
           for (int64_t c = 0; c < k; ++c) mag += std::fabs(double(x[i * ldx + c]) * w[j * k + c]);
         }
-        ASSERT_NEAR(y[i * ldy + j], want[i * ldy + j], 3e-6 * mag + 1e-7) << i << " " << j << " at " << isa_name(isa);
+        ASSERT_NEAR(y[i * ldy + j], want[i * ldy + j], 1e-5 * mag + 1e-7) << i << " " << j << " at " << isa_name(isa);
       }
     }
   }

@@ -57,6 +57,8 @@ inline float fp16_to_fp32(uint16_t h) {
 inline uint16_t fp32_to_fp16(float f) {
 #if defined(KVSLIM_HAS_F16C)
   return static_cast<uint16_t>(_cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+#elif defined(KVSLIM_HAS_NEON)
+  return vget_lane_u16(vreinterpret_u16_f16(vcvt_f16_f32(vdupq_n_f32(f))), 0);
 #else
   return ::kvslim::fp32_to_fp16(f);
 #endif
