@@ -1,7 +1,7 @@
 // Every instruction-set level this CPU runs against the scalar level, for the kernels that have
 // hand-written SIMD versions (NEON on aarch64; AVX2 / AVX-512 on x86): matvec of f32 / f16 /
-// bf16 / q8_0 rows, the block types' integer dot products, and the f32 GEMM (matmul and
-// gemm_f32_nt). Results may differ from the scalar level's only by f32 rounding (a different
+// bf16 / q8_0 rows, the block types' integer dot products, the f32 GEMM (matmul and
+// gemm_f32_nt), dot, rmsnorm and the f16 / bf16 conversions. Results may differ from the scalar level's only by f32 rounding (a different
 // summation order), bounded by a small multiple of f32's epsilon times sum |w * x|.
 #include <gtest/gtest.h>
 
@@ -175,6 +175,55 @@ TEST(IsaKernels, GemmF32NtAccumulatesLikeScalarLevel) {
         }
         ASSERT_NEAR(y[i * ldy + j], want[i * ldy + j], 1e-5 * mag + 1e-7) << i << " " << j << " at " << isa_name(isa);
       }
+    }
+  }
+}
+
+TEST(IsaKernels, DotAndRmsnormMatchScalarLevel) {
+  for (int64_t n : {1, 5, 16, 37, 64, 100, 2048}) {
+    const auto a = random_floats(static_cast<size_t>(n), 61 + n), b = random_floats(static_cast<size_t>(n), 62 + n);
+    const auto w = random_floats(static_cast<size_t>(n), 63 + n);
+    double mag = 0;
+    for (int64_t i = 0; i < n; ++i) mag += std::fabs(double(a[i]) * b[i]);
+    float want_dot;
+    std::vector<float> want_norm(static_cast<size_t>(n));
+    {
+      ScopedIsa scalar(Isa::Scalar);
+      want_dot = dot(a.data(), b.data(), n);
+      rmsnorm(a.data(), w.data(), want_norm.data(), n, 1e-5f);
+    }
+    for (Isa isa : supported_isas()) {
+      ScopedIsa level(isa);
+      EXPECT_NEAR(dot(a.data(), b.data(), n), want_dot, 1e-5 * mag + 1e-7) << n << " at " << isa_name(isa);
+      std::vector<float> y(static_cast<size_t>(n));
+      rmsnorm(a.data(), w.data(), y.data(), n, 1e-5f);
+      for (int64_t i = 0; i < n; ++i) {
+        ASSERT_NEAR(y[i], want_norm[i], 1e-5 * std::fabs(want_norm[i]) + 1e-7) << n << " " << i << " at " << isa_name(isa);
+      }
+    }
+  }
+}
+
+// The bulk f16 / bf16 conversions give the scalar level's bits at every level.
+TEST(IsaKernels, HalfConversionsMatchScalarLevelBitForBit) {
+  auto x = random_floats(1003, 71, 100.0f);
+  x[0] = 65520.0f;
+  x[1] = 1e-7f;
+  x[2] = -0.0f;
+  for (DType t : {DType::F16, DType::BF16}) {
+    std::vector<uint16_t> want(x.size()), got(x.size());
+    std::vector<float> want_back(x.size()), got_back(x.size());
+    {
+      ScopedIsa scalar(Isa::Scalar);
+      convert_from_f32(x.data(), t, want.data(), static_cast<int64_t>(x.size()));
+      convert_to_f32(t, want.data(), want_back.data(), static_cast<int64_t>(x.size()));
+    }
+    for (Isa isa : supported_isas()) {
+      ScopedIsa level(isa);
+      convert_from_f32(x.data(), t, got.data(), static_cast<int64_t>(x.size()));
+      convert_to_f32(t, want.data(), got_back.data(), static_cast<int64_t>(x.size()));
+      EXPECT_EQ(got, want) << dtype_name(t) << " at " << isa_name(isa);
+      EXPECT_EQ(got_back, want_back) << dtype_name(t) << " at " << isa_name(isa);
     }
   }
 }
