@@ -2,7 +2,7 @@
 # (scripts/install-arm-deps.sh installs both). Usage:
 #   cmake -S . -B build-arm -G Ninja -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake \
 #         -DKVSLIM_BUILD_BENCHMARKS=OFF
-# The binaries run under qemu-user: qemu-aarch64 -L /usr/aarch64-linux-gnu build-arm/kvslim_tests
+# The binaries run under qemu-user: qemu-aarch64 build-arm/kvslim_tests
 # (scripts/test-arm.sh).
 set(CMAKE_SYSTEM_NAME Linux)
 set(CMAKE_SYSTEM_PROCESSOR aarch64)
@@ -25,8 +25,10 @@ set(CMAKE_FIND_ROOT_PATH_MODE_PACKAGE BOTH)
 set(ENV{PKG_CONFIG_LIBDIR} "/usr/lib/aarch64-linux-gnu/pkgconfig:/usr/share/pkgconfig")
 set(ENV{PKG_CONFIG_PATH} "")
 
-# Test discovery runs the test binary: through qemu.
+# Test discovery runs the test binary: through qemu, which finds the multiarch arm64 loader
+# (libc6:arm64) itself. Not -L /usr/aarch64-linux-gnu: with the cross libc there, Debian 12's
+# qemu 7.2 hangs at the process's first std::thread.
 find_program(KVSLIM_QEMU_AARCH64 qemu-aarch64)
 if(KVSLIM_QEMU_AARCH64)
-  set(CMAKE_CROSSCOMPILING_EMULATOR ${KVSLIM_QEMU_AARCH64};-L;/usr/aarch64-linux-gnu)
+  set(CMAKE_CROSSCOMPILING_EMULATOR ${KVSLIM_QEMU_AARCH64})
 endif()

@@ -8,7 +8,7 @@ sudo=""
 [ "$(id -u)" = 0 ] || sudo="sudo"
 export DEBIAN_FRONTEND=noninteractive
 host=(g++-aarch64-linux-gnu qemu-user cmake ninja-build pkg-config nlohmann-json3-dev libcli11-dev)
-arm=(libc6-dev:arm64 libstdc++-12-dev:arm64 libfmt-dev:arm64 libgtest-dev:arm64 libicu-dev:arm64
+arm=(libc6:arm64 libc6-dev:arm64 libstdc++-12-dev:arm64 libfmt-dev:arm64 libgtest-dev:arm64 libicu-dev:arm64
      libopenblas-dev:arm64 libcpp-httplib-dev:arm64 libssl-dev:arm64 zlib1g-dev:arm64
      libbrotli-dev:arm64)
 added_arch=0

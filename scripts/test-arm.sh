@@ -18,7 +18,11 @@ cmake -S . -B "$build" -G Ninja -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.c
       -DKVSLIM_BUILD_BENCHMARKS=OFF -DKVSLIM_LIBRARY_OPT=-O1 >/dev/null
 ninja -C "$build" -j"${KVSLIM_JOBS:-2}" kvslim_kernel_tests
 
-export QEMU_LD_PREFIX=/usr/aarch64-linux-gnu
+# The arm64 loader and libraries are Debian's multiarch ones (/lib/ld-linux-aarch64.so.1,
+# /usr/lib/aarch64-linux-gnu), which qemu finds without a prefix. Not QEMU_LD_PREFIX /
+# -L /usr/aarch64-linux-gnu (the cross compiler's libc): under Debian 12's qemu 7.2 a process
+# started that way hangs at its first std::thread.
+unset QEMU_LD_PREFIX
 tests=$build/kvslim_kernel_tests
 # The kernels' own tests, at every level.
 kernels='IsaKernels.*:Ops*:*QuantDot*:*Int8Gemm*:Quant*:KvCacheAttention.*'
