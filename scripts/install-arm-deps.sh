@@ -11,19 +11,12 @@ host=(g++-aarch64-linux-gnu qemu-user cmake ninja-build pkg-config nlohmann-json
 arm=(libc6:arm64 libc6-dev:arm64 libstdc++-12-dev:arm64 libfmt-dev:arm64 libgtest-dev:arm64 libicu-dev:arm64
      libopenblas-dev:arm64 libcpp-httplib-dev:arm64 libssl-dev:arm64 zlib1g-dev:arm64
      libbrotli-dev:arm64)
-added_arch=0
 if ! dpkg --print-foreign-architectures | grep -qx arm64; then
   $sudo dpkg --add-architecture arm64
-  added_arch=1
 fi
 missing=()
 for p in "${host[@]}" "${arm[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 [ ${#missing[@]} -eq 0 ] && exit 0
-if [ "$added_arch" = 1 ] || [ ! -e /var/lib/apt/lists/partial ] || \
-   ! ls /var/lib/apt/lists/*_binary-arm64_Packages* >/dev/null 2>&1; then
-  $sudo apt-get update -qq
-fi
-if ! $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null; then
-  $sudo apt-get update -qq
-  $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-fi
+# The arm64 package lists come with the first update after the architecture is added.
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
