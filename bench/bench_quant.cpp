@@ -77,6 +77,7 @@ const char* path_name(QuantKernel p) {
     case QuantKernel::Vnni: return "vnni";
     case QuantKernel::Avx2: return "avx2";
     case QuantKernel::Scalar: return "scalar";
+    case QuantKernel::Neon: return "neon";
   }
   return "?";
 }

@@ -1,7 +1,7 @@
 // matvec / matmul of the block types q4_0 .. q6_k against a double-precision reference written
 // here: weights dequantised, activations rounded the way the format's dot products quantise
 // them (q8_0-style blocks of 32 for the legacy types, q8_K super-blocks for K-quants), products
-// summed in double. Every code path (AVX-512 VNNI, AVX2, scalar) is forced in turn; odd row
+// summed in double. Every code path (AVX-512 VNNI, AVX2, NEON, scalar) is forced in turn; odd row
 // counts; one and two threads.
 #include <gtest/gtest.h>
 
@@ -108,7 +108,7 @@ TEST_P(QuantDot, EveryPathMatchesDoubleReferenceOnOddRowCounts) {
   reference(m, rounded_activations(t, x, is_k(t)), want, mag);
   ThreadPool one(1), two(2);
   int paths = 0;
-  for (QuantKernel path : {QuantKernel::Vnni, QuantKernel::Avx2, QuantKernel::Scalar}) {
+  for (QuantKernel path : {QuantKernel::Vnni, QuantKernel::Avx2, QuantKernel::Neon, QuantKernel::Scalar}) {
     std::vector<float> y(rows, -1.0f);
     try {
       matvec(m.view, x.data(), y.data(), one, path);
@@ -162,7 +162,7 @@ TEST(QuantDot, AutoPathIsTheBestAvailable) {
   std::vector<float> a(3), b(3);
   matvec(m.view, x.data(), a.data(), pool);
   QuantKernel best = QuantKernel::Scalar;
-  for (QuantKernel p : {QuantKernel::Avx2, QuantKernel::Vnni}) {
+  for (QuantKernel p : {QuantKernel::Neon, QuantKernel::Avx2, QuantKernel::Vnni}) {
     try {
       matvec(m.view, x.data(), b.data(), pool, p);
       best = p;

@@ -29,6 +29,8 @@ void f32_to_f16_row(const float* src, uint16_t* dst, int64_t n) {
     _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i),
                      _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
   }
+#elif defined(KVSLIM_HAS_NEON)
+  for (; i + 4 <= n; i += 4) vst1_u16(dst + i, vreinterpret_u16_f16(vcvt_f16_f32(vld1q_f32(src + i))));
 #endif
   for (; i < n; ++i) dst[i] = fp32_to_fp16(src[i]);
 }
@@ -43,6 +45,8 @@ void f16_to_f32_row(const uint16_t* src, float* dst, int64_t n) {
   for (; i + 8 <= n; i += 8) {
     _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i))));
   }
+#elif defined(KVSLIM_HAS_NEON)
+  for (; i + 4 <= n; i += 4) vst1q_f32(dst + i, vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(src + i))));
 #endif
   for (; i < n; ++i) dst[i] = fp16_to_fp32(src[i]);
 }
@@ -79,6 +83,8 @@ void bf16_to_f32_row(const uint16_t* src, float* dst, int64_t n) {
     const __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i)));
     _mm256_storeu_ps(dst + i, _mm256_castsi256_ps(_mm256_slli_epi32(v, 16)));
   }
+#elif defined(KVSLIM_HAS_NEON)
+  for (; i + 4 <= n; i += 4) vst1q_f32(dst + i, vreinterpretq_f32_u32(vshll_n_u16(vld1_u16(src + i), 16)));
 #endif
   for (; i < n; ++i) dst[i] = bf16_to_fp32(src[i]);
 }

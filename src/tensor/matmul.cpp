@@ -37,6 +37,9 @@ constexpr int kNR = 32;  // weight rows per micro-tile (two 16-float vectors)
 #elif defined(KVSLIM_HAS_AVX2) && defined(KVSLIM_HAS_FMA)
 constexpr int kMR = 6;
 constexpr int kNR = 16;
+#elif defined(KVSLIM_HAS_NEON)
+constexpr int kMR = 8;   // tokens per micro-tile (two 4-float vectors, read by lane)
+constexpr int kNR = 12;  // weight rows per micro-tile (three 4-float vectors)
 #else
 constexpr int kMR = 4;
 constexpr int kNR = 8;
@@ -228,6 +231,63 @@ void micro_kernel(const float* xp, const float* wp, int64_t kc, float* c, int64_
   for (int t = 0; t < kMR; ++t) {
     _mm256_store_ps(tile[t], acc[t][0]);
     _mm256_store_ps(tile[t] + 8, acc[t][1]);
+  }
+  for (int t = 0; t < mt; ++t) {
+    float* ct = c + t * ldc;
+    for (int j = 0; j < nr; ++j) ct[j] = first ? tile[t][j] : ct[j] + tile[t][j];
+  }
+}
+#elif defined(KVSLIM_HAS_NEON)
+// 24 accumulators (8 tokens x 12 rows), three weight vectors and two vectors of 8 tokens' x,
+// multiplied by lane (vfmaq_laneq_f32, no broadcasts): 29 of the 32 NEON registers. As in the
+// AVX2 kernel, every index into acc is a constant after unrolling, so it stays in registers.
+void micro_kernel(const float* xp, const float* wp, int64_t kc, float* c, int64_t ldc, int mt, int nr, bool first) {
+  for (int t = 0; t < mt; ++t) {
+    __builtin_prefetch(c + t * ldc, 1, 3);
+    __builtin_prefetch(c + t * ldc + kNR - 1, 1, 3);
+  }
+  float32x4_t acc[kMR][3];
+#pragma GCC unroll 8
+  for (int t = 0; t < kMR; ++t) acc[t][0] = acc[t][1] = acc[t][2] = vdupq_n_f32(0);
+#pragma GCC unroll 2
+  for (int64_t kk = 0; kk < kc; ++kk) {
+    const float* wk = wp + kk * kNR;
+    const float32x4_t w0 = vld1q_f32(wk), w1 = vld1q_f32(wk + 4), w2 = vld1q_f32(wk + 8);
+    const float32x4_t x0 = vld1q_f32(xp + kk * kMR), x1 = vld1q_f32(xp + kk * kMR + 4);
+#define KVSLIM_NEON_FMA_TOKEN(t, xv, lane)                  \
+  acc[t][0] = vfmaq_laneq_f32(acc[t][0], w0, xv, lane);     \
+  acc[t][1] = vfmaq_laneq_f32(acc[t][1], w1, xv, lane);     \
+  acc[t][2] = vfmaq_laneq_f32(acc[t][2], w2, xv, lane);
+    KVSLIM_NEON_FMA_TOKEN(0, x0, 0)
+    KVSLIM_NEON_FMA_TOKEN(1, x0, 1)
+    KVSLIM_NEON_FMA_TOKEN(2, x0, 2)
+    KVSLIM_NEON_FMA_TOKEN(3, x0, 3)
+    KVSLIM_NEON_FMA_TOKEN(4, x1, 0)
+    KVSLIM_NEON_FMA_TOKEN(5, x1, 1)
+    KVSLIM_NEON_FMA_TOKEN(6, x1, 2)
+    KVSLIM_NEON_FMA_TOKEN(7, x1, 3)
+#undef KVSLIM_NEON_FMA_TOKEN
+  }
+  if (nr == kNR) {
+#pragma GCC unroll 8
+    for (int t = 0; t < kMR; ++t) {
+      if (t >= mt) break;
+      float* ct = c + t * ldc;
+#pragma GCC unroll 3
+      for (int v = 0; v < 3; ++v) {
+        float32x4_t o = acc[t][v];
+        if (!first) o = vaddq_f32(o, vld1q_f32(ct + 4 * v));
+        vst1q_f32(ct + 4 * v, o);
+      }
+    }
+    return;
+  }
+  float tile[kMR][kNR];
+#pragma GCC unroll 8
+  for (int t = 0; t < kMR; ++t) {
+    vst1q_f32(tile[t], acc[t][0]);
+    vst1q_f32(tile[t] + 4, acc[t][1]);
+    vst1q_f32(tile[t] + 8, acc[t][2]);
   }
   for (int t = 0; t < mt; ++t) {
     float* ct = c + t * ldc;

@@ -89,6 +89,17 @@ void rmsnorm(const float* x, const float* weight, float* y, int64_t n, float eps
     a1 = _mm256_fmadd_ps(v1, v1, a1);
   }
   ss = detail::hsum256(_mm256_add_ps(a0, a1));
+#elif defined(KVSLIM_HAS_NEON)
+  float32x4_t a0 = vdupq_n_f32(0), a1 = vdupq_n_f32(0), a2 = vdupq_n_f32(0), a3 = vdupq_n_f32(0);
+  for (; i + 16 <= n; i += 16) {
+    const float32x4_t v0 = vld1q_f32(x + i), v1 = vld1q_f32(x + i + 4);
+    const float32x4_t v2 = vld1q_f32(x + i + 8), v3 = vld1q_f32(x + i + 12);
+    a0 = vfmaq_f32(a0, v0, v0);
+    a1 = vfmaq_f32(a1, v1, v1);
+    a2 = vfmaq_f32(a2, v2, v2);
+    a3 = vfmaq_f32(a3, v3, v3);
+  }
+  ss = vaddvq_f32(vaddq_f32(vaddq_f32(a0, a1), vaddq_f32(a2, a3)));
 #endif
   for (; i < n; ++i) ss += static_cast<double>(x[i]) * x[i];
   const float scale = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(n) + eps));
@@ -238,6 +249,16 @@ float dot(const float* a, const float* b, int64_t n) {
     a1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), a1);
   }
   s = detail::hsum256(_mm256_add_ps(a0, a1));
+#elif defined(KVSLIM_HAS_NEON)
+  float32x4_t a0 = vdupq_n_f32(0), a1 = vdupq_n_f32(0), a2 = vdupq_n_f32(0), a3 = vdupq_n_f32(0);
+  for (; i + 16 <= n; i += 16) {
+    a0 = vfmaq_f32(a0, vld1q_f32(a + i), vld1q_f32(b + i));
+    a1 = vfmaq_f32(a1, vld1q_f32(a + i + 4), vld1q_f32(b + i + 4));
+    a2 = vfmaq_f32(a2, vld1q_f32(a + i + 8), vld1q_f32(b + i + 8));
+    a3 = vfmaq_f32(a3, vld1q_f32(a + i + 12), vld1q_f32(b + i + 12));
+  }
+  for (; i + 4 <= n; i += 4) a0 = vfmaq_f32(a0, vld1q_f32(a + i), vld1q_f32(b + i));
+  s = vaddvq_f32(vaddq_f32(vaddq_f32(a0, a1), vaddq_f32(a2, a3)));
 #endif
   for (; i < n; ++i) s += a[i] * b[i];
   return s;

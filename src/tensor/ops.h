@@ -12,7 +12,7 @@ namespace kvslim {
 
 // Code paths of the integer dot products of the block types q4_0 .. q6_k (Auto: the best this
 // CPU and build have; the others are forced by tests and benchmarks, and throw if unavailable).
-enum class QuantKernel { Auto, Vnni, Avx2, Scalar };
+enum class QuantKernel { Auto, Vnni, Avx2, Scalar, Neon };  // Neon: aarch64 (sdot with dotprod)
 
 // y[r] = sum_c W[r][c] * x[c] for every row r. x has W.cols floats, y has W.rows floats.
 // Decode's hot path: allocation-free after the first call on a thread.

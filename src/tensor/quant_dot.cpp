@@ -132,6 +132,12 @@ bool quant_kernel_available(QuantKernel path) {
 #else
       return false;
 #endif
+    case QuantKernel::Neon:
+#if defined(KVSLIM_HAS_NEON)
+      return true;
+#else
+      return false;
+#endif
   }
   return false;
 }
@@ -140,11 +146,13 @@ QuantKernel resolve_quant_kernel(QuantKernel path) {
   if (path == QuantKernel::Auto) {
     if (quant_kernel_available(QuantKernel::Vnni)) return QuantKernel::Vnni;
     if (quant_kernel_available(QuantKernel::Avx2)) return QuantKernel::Avx2;
+    if (quant_kernel_available(QuantKernel::Neon)) return QuantKernel::Neon;
     return QuantKernel::Scalar;
   }
   if (!quant_kernel_available(path)) {
     fail("the {} dot-product path is not available at the {} level",
-         path == QuantKernel::Vnni ? "AVX-512 VNNI" : "AVX2", isa_name(detail::dispatch_isa()));
+         path == QuantKernel::Vnni ? "AVX-512 VNNI" : path == QuantKernel::Neon ? "NEON" : "AVX2",
+         isa_name(detail::dispatch_isa()));
   }
   return path;
 }
@@ -154,6 +162,7 @@ void quant_dot_rows(const WeightView& w, const QuantActivations& xa, int64_t r0,
   switch (path) {
     case QuantKernel::Vnni: quant_dot_rows_vnni(w, xa, r0, r1, y); return;
     case QuantKernel::Avx2: quant_dot_rows_avx2(w, xa, r0, r1, y); return;
+    case QuantKernel::Neon: quant_dot_rows_neon(w, xa, r0, r1, y); return;
     default:
       for (int64_t r = r0; r < r1; ++r) y[r - r0] = quant_dot_row_scalar(w.type, w.row(r), xa);
       return;

@@ -374,4 +374,143 @@ void quant_dot_rows_vnni(const WeightView&, const QuantActivations&, int64_t, in
 }
 #endif
 
+#if defined(KVSLIM_HAS_NEON)
+// The NEON path (aarch64): q4_0, q4_K and q6_K, the types people run, unpack their levels in
+// registers to signed bytes and multiply them with the int8 activations with sdot (dotprod
+// levels) or widening multiplies (neon_dot_s8), exact in int32; the other types take the
+// scalar path's arithmetic.
+namespace {
+
+inline int32x4_t dot32_neon(int32x4_t acc, int8x16_t w0, int8x16_t w1, const int8_t* x) {
+  return neon_dot_s8(neon_dot_s8(acc, w0, vld1q_s8(x)), w1, vld1q_s8(x + 16));
+}
+
+// q4_0: the levels minus 8 (-8 .. 7) against the block's activations, scaled by d_w * d_x in
+// two f32 accumulators (even and odd blocks).
+float dot_q4_0_neon(const uint8_t* row, const QuantActivations& xa, size_t pf) {
+  const int64_t nb = xa.n / kQ4Block;
+  const auto* blocks = reinterpret_cast<const BlockQ4_0*>(row);
+  const uint8x16_t m4 = vdupq_n_u8(0x0F);
+  const int8x16_t eight = vdupq_n_s8(8);
+  float32x4_t acc[2] = {vdupq_n_f32(0), vdupq_n_f32(0)};
+  for (int64_t b = 0; b < nb; ++b) {
+    if ((b & 3) == 0) __builtin_prefetch(reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(blocks + b) + pf), 0, 3);
+    const uint8x16_t v = vld1q_u8(blocks[b].qs);
+    const int8x16_t lo = vsubq_s8(vreinterpretq_s8_u8(vandq_u8(v, m4)), eight);
+    const int8x16_t hi = vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(v, 4)), eight);
+    const int32x4_t d = dot32_neon(vdupq_n_s32(0), lo, hi, xa.q + b * kQ4Block);
+    acc[b & 1] = vfmaq_n_f32(acc[b & 1], vcvtq_f32_s32(d), fp16_to_fp32(blocks[b].d) * xa.d[b]);
+  }
+  return vaddvq_f32(vaddq_f32(acc[0], acc[1]));
+}
+
+// q4_K: sub-blocks 2p and 2p + 1 are the low and high nibbles of qs[32p ..]; each 32-value dot
+// product times its 6-bit scale accumulates in int32; the mins come from the q8_K per-16 sums.
+float dot_q4_k_neon(const uint8_t* row, const QuantActivations& xa, size_t pf) {
+  const int64_t nb = xa.n / kQK;
+  const auto* blocks = reinterpret_cast<const BlockQ4_K*>(row);
+  const uint8x16_t m4 = vdupq_n_u8(0x0F);
+  float acc = 0;
+  for (int64_t b = 0; b < nb; ++b) {
+    const BlockQ4_K& blk = blocks[b];
+    const BlockQ8_K& x = xa.k[b];
+    const char* ahead = reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(&blk) + pf);
+    __builtin_prefetch(ahead, 0, 3);
+    __builtin_prefetch(ahead + 64, 0, 3);
+    __builtin_prefetch(ahead + 128, 0, 3);
+    int sc[8], mn[8];
+    for (int j = 0; j < 8; ++j) k4_scale_min(blk.scales, j, sc[j], mn[j]);
+    int32x4_t is0 = vdupq_n_s32(0), is1 = vdupq_n_s32(0);
+#pragma GCC unroll 4
+    for (int p = 0; p < 4; ++p) {
+      const uint8x16_t v0 = vld1q_u8(blk.qs + 32 * p), v1 = vld1q_u8(blk.qs + 32 * p + 16);
+      const int8x16_t lo0 = vreinterpretq_s8_u8(vandq_u8(v0, m4)), lo1 = vreinterpretq_s8_u8(vandq_u8(v1, m4));
+      const int8x16_t hi0 = vreinterpretq_s8_u8(vshrq_n_u8(v0, 4)), hi1 = vreinterpretq_s8_u8(vshrq_n_u8(v1, 4));
+      is0 = vmlaq_n_s32(is0, dot32_neon(vdupq_n_s32(0), lo0, lo1, x.qs + 64 * p), sc[2 * p]);
+      is1 = vmlaq_n_s32(is1, dot32_neon(vdupq_n_s32(0), hi0, hi1, x.qs + 64 * p + 32), sc[2 * p + 1]);
+    }
+    const int32_t isum = vaddvq_s32(vaddq_s32(is0, is1));
+    int32_t msum = 0;
+    for (int j = 0; j < 8; ++j) msum += mn[j] * (x.bsums[2 * j] + x.bsums[2 * j + 1]);
+    acc += x.d * (fp16_to_fp32(blk.d) * static_cast<float>(isum) - fp16_to_fp32(blk.dmin) * static_cast<float>(msum));
+  }
+  return acc;
+}
+
+// q6_K: per 128-value half, 4 quarters of 32 values: 4 low bits from ql (low nibbles for
+// quarters 0-1, high for 2-3), 2 high bits from qh; minus 32 gives signed bytes (-32 .. 31).
+// Each 16 values' dot product times its int8 scale accumulates in int32.
+float dot_q6_k_neon(const uint8_t* row, const QuantActivations& xa, size_t pf) {
+  const int64_t nb = xa.n / kQK;
+  const auto* blocks = reinterpret_cast<const BlockQ6_K*>(row);
+  const uint8x16_t m4 = vdupq_n_u8(0x0F), m2 = vdupq_n_u8(0x03);
+  const int8x16_t off = vdupq_n_s8(32);
+  float acc = 0;
+  for (int64_t b = 0; b < nb; ++b) {
+    const BlockQ6_K& blk = blocks[b];
+    const BlockQ8_K& x = xa.k[b];
+    const char* ahead = reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(&blk) + pf);
+    __builtin_prefetch(ahead, 0, 3);
+    __builtin_prefetch(ahead + 64, 0, 3);
+    __builtin_prefetch(ahead + 128, 0, 3);
+    __builtin_prefetch(ahead + 192, 0, 3);
+    int32x4_t is0 = vdupq_n_s32(0), is1 = vdupq_n_s32(0);
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+      const uint8_t* ql = blk.ql + 64 * h;
+      const uint8_t* qh = blk.qh + 32 * h;
+      const int8_t* xq = x.qs + 128 * h;
+      const int8_t* sc = blk.scales + 8 * h;
+#pragma GCC unroll 2
+      for (int half = 0; half < 2; ++half) {  // values l = 16 half .. 16 half + 15 of each quarter
+        const uint8x16_t l0 = vld1q_u8(ql + 16 * half), l1 = vld1q_u8(ql + 32 + 16 * half);
+        const uint8x16_t hb = vld1q_u8(qh + 16 * half);
+        const uint8x16_t q[4] = {
+            vorrq_u8(vandq_u8(l0, m4), vshlq_n_u8(vandq_u8(hb, m2), 4)),
+            vorrq_u8(vandq_u8(l1, m4), vshlq_n_u8(vandq_u8(vshrq_n_u8(hb, 2), m2), 4)),
+            vorrq_u8(vshrq_n_u8(l0, 4), vshlq_n_u8(vandq_u8(vshrq_n_u8(hb, 4), m2), 4)),
+            vorrq_u8(vshrq_n_u8(l1, 4), vshlq_n_u8(vshrq_n_u8(hb, 6), 4))};
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; ++k) {
+          const int8x16_t w = vsubq_s8(vreinterpretq_s8_u8(q[k]), off);
+          // Sub-block of values 32 k + 16 half .. + 15 of this half: 2 k + half.
+          const int32x4_t d = neon_dot_s8(vdupq_n_s32(0), w, vld1q_s8(xq + 32 * k + 16 * half));
+          if (k & 1) {
+            is1 = vmlaq_n_s32(is1, d, sc[2 * k + half]);
+          } else {
+            is0 = vmlaq_n_s32(is0, d, sc[2 * k + half]);
+          }
+        }
+      }
+    }
+    acc += x.d * fp16_to_fp32(blk.d) * static_cast<float>(vaddvq_s32(vaddq_s32(is0, is1)));
+  }
+  return acc;
+}
+
+}  // namespace
+
+void quant_dot_rows_neon(const WeightView& w, const QuantActivations& xa, int64_t r0, int64_t r1, float* y) {
+  const size_t pf = std::max<size_t>(row_bytes(w.type, w.cols), 4096);
+  switch (w.type) {
+    case DType::Q4_0:
+      for (int64_t r = r0; r < r1; ++r) y[r - r0] = dot_q4_0_neon(w.row(r), xa, pf);
+      return;
+    case DType::Q4_K:
+      for (int64_t r = r0; r < r1; ++r) y[r - r0] = dot_q4_k_neon(w.row(r), xa, pf);
+      return;
+    case DType::Q6_K:
+      for (int64_t r = r0; r < r1; ++r) y[r - r0] = dot_q6_k_neon(w.row(r), xa, pf);
+      return;
+    default:
+      for (int64_t r = r0; r < r1; ++r) y[r - r0] = quant_dot_row_scalar(w.type, w.row(r), xa);
+      return;
+  }
+}
+#else
+void quant_dot_rows_neon(const WeightView&, const QuantActivations&, int64_t, int64_t, float*) {
+  fail("this build has no NEON dot-product path");
+}
+#endif
+
 }  // namespace kvslim::KVSLIM_ISA_NS::detail

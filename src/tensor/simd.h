@@ -24,6 +24,20 @@ inline float hsum256(__m256 v) {
 }
 #endif
 
+#if defined(KVSLIM_HAS_NEON)
+// acc + the products of 16 int8 pairs, in 4 int32 lanes whose total is exact (sdot: 4 products
+// per lane; without dotprod: widening multiplies, pairs added into the lanes).
+inline int32x4_t neon_dot_s8(int32x4_t acc, int8x16_t a, int8x16_t b) {
+#if defined(KVSLIM_HAS_NEON_DOTPROD)
+  return vdotq_s32(acc, a, b);
+#else
+  // One product per int16 lane (-128 * -128 does not fit two).
+  acc = vpadalq_s16(acc, vmull_s8(vget_low_s8(a), vget_low_s8(b)));
+  return vpadalq_s16(acc, vmull_s8(vget_high_s8(a), vget_high_s8(b)));
+#endif
+}
+#endif
+
 }  // namespace kvslim::KVSLIM_ISA_NS::detail
 
 namespace kvslim::KVSLIM_ISA_NS {
@@ -33,6 +47,8 @@ namespace kvslim::KVSLIM_ISA_NS {
 inline float fp16_to_fp32(uint16_t h) {
 #if defined(KVSLIM_HAS_F16C)
   return _cvtsh_ss(h);
+#elif defined(KVSLIM_HAS_NEON)
+  return vgetq_lane_f32(vcvt_f32_f16(vreinterpret_f16_u16(vdup_n_u16(h))), 0);
 #else
   return ::kvslim::fp16_to_fp32(h);
 #endif
@@ -41,6 +57,8 @@ inline float fp16_to_fp32(uint16_t h) {
 inline uint16_t fp32_to_fp16(float f) {
 #if defined(KVSLIM_HAS_F16C)
   return static_cast<uint16_t>(_cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+#elif defined(KVSLIM_HAS_NEON)
+  return vget_lane_u16(vreinterpret_u16_f16(vcvt_f16_f32(vdupq_n_f32(f))), 0);
 #else
   return ::kvslim::fp32_to_fp16(f);
 #endif

@@ -1,0 +1,241 @@
+// Every instruction-set level this CPU runs against the scalar level, for the kernels that have
+// hand-written SIMD versions (NEON on aarch64; AVX2 / AVX-512 on x86): matvec of f32 / f16 /
+// bf16 / q8_0 rows, the block types' integer dot products, the f32 GEMM (matmul and
+// gemm_f32_nt), dot, rmsnorm and the f16 / bf16 conversions. Results may differ from the scalar level's only by f32 rounding (a different
+// summation order), bounded by a small multiple of f32's epsilon times sum |w * x|.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "tensor/dtype.h"
+#include "tensor/isa.h"
+#include "tensor/ops.h"
+#include "util/thread_pool.h"
+
+namespace kvslim {
+namespace {
+
+std::vector<float> random_floats(size_t n, uint64_t seed, float stddev = 1.0f) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> nd(0.0f, stddev);
+  std::vector<float> v(n);
+  for (auto& x : v) x = nd(rng);
+  return v;
+}
+
+struct Weights {
+  std::vector<uint8_t> bytes;
+  std::vector<float> deq;  // rows x cols, dequantised
+  WeightView view;
+};
+
+Weights make_weights(DType t, int64_t rows, int64_t cols, uint64_t seed) {
+  Weights w;
+  const auto src = random_floats(static_cast<size_t>(rows * cols), seed, 0.05f);
+  const size_t rb = row_bytes(t, cols);
+  w.bytes.resize(rb * static_cast<size_t>(rows));
+  w.deq.resize(static_cast<size_t>(rows * cols));
+  for (int64_t r = 0; r < rows; ++r) {
+    convert_from_f32(src.data() + r * cols, t, w.bytes.data() + r * rb, cols);
+    convert_to_f32(t, w.bytes.data() + r * rb, w.deq.data() + r * cols, cols);
+  }
+  w.view = WeightView{t, w.bytes.data(), rows, cols};
+  return w;
+}
+
+// sum |w * x| of each row: the scale of the rounding error of one dot product.
+std::vector<double> magnitudes(const Weights& w, const float* x) {
+  std::vector<double> mag(static_cast<size_t>(w.view.rows));
+  for (int64_t r = 0; r < w.view.rows; ++r) {
+    for (int64_t c = 0; c < w.view.cols; ++c) mag[r] += std::fabs(double(w.deq[r * w.view.cols + c]) * x[c]);
+  }
+  return mag;
+}
+
+// matvec of `t` at every supported level, the block types on every path the level has, against
+// the scalar level's.
+void check_matvec(DType t, int64_t rows, int64_t cols) {
+  const Weights w = make_weights(t, rows, cols, 7 + static_cast<uint64_t>(t));
+  auto x = random_floats(static_cast<size_t>(cols), 3);
+  x[1] = 5.0f;
+  const auto mag = magnitudes(w, x.data());
+  ThreadPool pool(1);
+  std::vector<float> want(static_cast<size_t>(rows));
+  {
+    ScopedIsa scalar(Isa::Scalar);
+    matvec(w.view, x.data(), want.data(), pool);
+  }
+  for (Isa isa : supported_isas()) {
+    ScopedIsa level(isa);
+    std::vector<float> y(static_cast<size_t>(rows), -1.0f);
+    matvec(w.view, x.data(), y.data(), pool);
+    // AVX512-BF16 multiplies bf16 weights with x rounded to bf16 (2^-9 relative).
+    // Block types: a level's activation quantisation may round one value next to a .5 boundary
+    // the other way (one step of d_x).
+    const double rel = t == DType::BF16 && bf16_weights_round_x() ? 1e-2 : dtype_is_quantized(t) ? 3e-5 : 1e-5;
+    for (int64_t r = 0; r < rows; ++r) {
+      ASSERT_NEAR(y[r], want[r], rel * mag[r] + 1e-7)
+          << dtype_name(t) << " " << cols << " columns, row " << r << " at " << isa_name(isa);
+    }
+  }
+}
+
+TEST(IsaKernels, MatvecFloatTypesMatchScalarLevel) {
+  for (DType t : {DType::F32, DType::F16, DType::BF16}) {
+    for (int64_t cols : {1, 3, 4, 15, 16, 17, 31, 32, 33, 64, 100, 256, 1000}) check_matvec(t, 9, cols);
+  }
+}
+
+TEST(IsaKernels, MatvecQ8_0MatchesScalarLevel) {
+  for (int64_t cols : {32, 64, 96, 128, 160, 512, 544, 1024}) check_matvec(DType::Q8_0, 11, cols);
+}
+
+TEST(IsaKernels, MatvecBlockTypesMatchScalarLevel) {
+  for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1}) {
+    for (int64_t cols : {32, 64, 96, 224, 512}) check_matvec(t, 13, cols);
+  }
+  for (DType t : {DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
+    for (int64_t cols : {256, 512, 768}) check_matvec(t, 13, cols);
+  }
+}
+
+TEST(IsaKernels, BlockTypesAutoPathMatchesScalarPathAtEveryLevel) {
+  for (DType t : {DType::Q4_0, DType::Q4_K, DType::Q6_K}) {
+    const Weights w = make_weights(t, 5, 512, 21);
+    const auto x = random_floats(512, 22);
+    const auto mag = magnitudes(w, x.data());
+    ThreadPool pool(1);
+    for (Isa isa : supported_isas()) {
+      ScopedIsa level(isa);
+      std::vector<float> a(5), b(5);
+      matvec(w.view, x.data(), a.data(), pool, QuantKernel::Auto);
+      matvec(w.view, x.data(), b.data(), pool, QuantKernel::Scalar);
+      for (int r = 0; r < 5; ++r) ASSERT_NEAR(a[r], b[r], 1e-5 * mag[r] + 1e-7) << dtype_name(t) << " " << isa_name(isa);
+    }
+  }
+}
+
+// The f32 GEMM (prefill) of matmul for the float types and gemm_f32_nt, with token and row
+// counts that leave partial micro-tiles of every size the levels use, K past one K slice.
+TEST(IsaKernels, GemmMatchesScalarLevel) {
+  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q6_K}) {
+    for (int64_t n : {2, 5, 9, 17}) {
+      const int64_t rows = 37, cols = t == DType::Q6_K ? 512 : 300;
+      const Weights w = make_weights(t, rows, cols, 31 + n);
+      const auto x = random_floats(static_cast<size_t>(n * cols), 41 + n);
+      ThreadPool pool(2);
+      std::vector<float> want(static_cast<size_t>(n * rows));
+      {
+        ScopedIsa scalar(Isa::Scalar);
+        matmul(w.view, x.data(), n, want.data(), pool);
+      }
+      for (Isa isa : supported_isas()) {
+        ScopedIsa level(isa);
+        std::vector<float> y(static_cast<size_t>(n * rows), -1.0f);
+        matmul(w.view, x.data(), n, y.data(), pool);
+        for (int64_t i = 0; i < n; ++i) {
+          const auto mag = magnitudes(w, x.data() + i * cols);
+          for (int64_t r = 0; r < rows; ++r) {
+            // Block types' activations are rounded through their quantisation first; a rare
+            // rounding flip next to a .5 boundary moves one activation by one step.
+            // AVX512-BF16 multiplies bf16 weights with x rounded to bf16 (2^-9 relative).
+            const double rel = t == DType::Q6_K ? 2e-3 : t == DType::BF16 && bf16_weights_round_x() ? 1e-2 : 1e-5;
+            const double tol = rel * mag[r] + 1e-6;
+            ASSERT_NEAR(y[i * rows + r], want[i * rows + r], tol)
+                << dtype_name(t) << " n=" << n << " token " << i << " row " << r << " at " << isa_name(isa);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(IsaKernels, GemmF32NtAccumulatesLikeScalarLevel) {
+  const int64_t n = 11, rows = 29, k = 70, ldx = 75, ldy = 33;
+  const auto x = random_floats(static_cast<size_t>(n * ldx), 51);
+  const auto w = random_floats(static_cast<size_t>(rows * k), 52);
+  const auto y0 = random_floats(static_cast<size_t>(n * ldy), 53);
+  std::vector<float> want = y0;
+  {
+    ScopedIsa scalar(Isa::Scalar);
+    gemm_f32_nt(x.data(), ldx, n, w.data(), rows, k, want.data(), ldy, true);
+  }
+  for (Isa isa : supported_isas()) {
+    ScopedIsa level(isa);
+    std::vector<float> y = y0;
+    gemm_f32_nt(x.data(), ldx, n, w.data(), rows, k, y.data(), ldy, true);
+    for (int64_t i = 0; i < n; ++i) {
+      for (int64_t j = 0; j < ldy; ++j) {
+        double mag = std::fabs(y0[i * ldy + j]);
+        if (j < rows) {
+          for (int64_t c = 0; c < k; ++c) mag += std::fabs(double(x[i * ldx + c]) * w[j * k + c]);
+        }
+        ASSERT_NEAR(y[i * ldy + j], want[i * ldy + j], 1e-5 * mag + 1e-7) << i << " " << j << " at " << isa_name(isa);
+      }
+    }
+  }
+}
+
+TEST(IsaKernels, DotAndRmsnormMatchScalarLevel) {
+  for (int64_t n : {1, 5, 16, 37, 64, 100, 2048}) {
+    const auto a = random_floats(static_cast<size_t>(n), 61 + n), b = random_floats(static_cast<size_t>(n), 62 + n);
+    const auto w = random_floats(static_cast<size_t>(n), 63 + n);
+    double mag = 0;
+    for (int64_t i = 0; i < n; ++i) mag += std::fabs(double(a[i]) * b[i]);
+    float want_dot;
+    std::vector<float> want_norm(static_cast<size_t>(n));
+    {
+      ScopedIsa scalar(Isa::Scalar);
+      want_dot = dot(a.data(), b.data(), n);
+      rmsnorm(a.data(), w.data(), want_norm.data(), n, 1e-5f);
+    }
+    for (Isa isa : supported_isas()) {
+      ScopedIsa level(isa);
+      EXPECT_NEAR(dot(a.data(), b.data(), n), want_dot, 1e-5 * mag + 1e-7) << n << " at " << isa_name(isa);
+      std::vector<float> y(static_cast<size_t>(n));
+      rmsnorm(a.data(), w.data(), y.data(), n, 1e-5f);
+      for (int64_t i = 0; i < n; ++i) {
+        ASSERT_NEAR(y[i], want_norm[i], 1e-5 * std::fabs(want_norm[i]) + 1e-7) << n << " " << i << " at " << isa_name(isa);
+      }
+    }
+  }
+}
+
+// The bulk f16 / bf16 conversions give the scalar level's bits at every level.
+TEST(IsaKernels, HalfConversionsMatchScalarLevelBitForBit) {
+  auto x = random_floats(1003, 71, 100.0f);
+  x[0] = 65520.0f;
+  x[1] = 1e-7f;
+  x[2] = -0.0f;
+  for (DType t : {DType::F16, DType::BF16}) {
+    std::vector<uint16_t> want(x.size()), got(x.size());
+    std::vector<float> want_back(x.size()), got_back(x.size());
+    {
+      ScopedIsa scalar(Isa::Scalar);
+      convert_from_f32(x.data(), t, want.data(), static_cast<int64_t>(x.size()));
+      convert_to_f32(t, want.data(), want_back.data(), static_cast<int64_t>(x.size()));
+    }
+    for (Isa isa : supported_isas()) {
+      ScopedIsa level(isa);
+      convert_from_f32(x.data(), t, got.data(), static_cast<int64_t>(x.size()));
+      convert_to_f32(t, want.data(), got_back.data(), static_cast<int64_t>(x.size()));
+      EXPECT_EQ(got, want) << dtype_name(t) << " at " << isa_name(isa);
+      EXPECT_EQ(got_back, want_back) << dtype_name(t) << " at " << isa_name(isa);
+    }
+  }
+}
+
+TEST(IsaKernels, EveryCompiledLevelOfThisArchitectureIsNamed) {
+  const auto levels = supported_isas();
+  ASSERT_FALSE(levels.empty());
+  EXPECT_EQ(levels.front(), Isa::Scalar);
+  std::string names;
+  for (Isa isa : levels) names += std::string(isa_name(isa)) + " ";
+  std::printf("supported levels: %s\n", names.c_str());
+}
+
+}  // namespace
+}  // namespace kvslim
