@@ -26,7 +26,7 @@ ninja -C "$build" -j"${KVSLIM_JOBS:-2}" kvslim_kernel_tests
 unset QEMU_LD_PREFIX
 tests=$build/kvslim_kernel_tests
 # The kernels' own tests, at every level (attention.cpp has no NEON code: it runs with the rest).
-kernels='IsaKernels.*:Ops*:*/Ops*:*QuantDot*:*Int8Gemm*:Quant*'
+kernels='IsaKernels.*:*EveryLevel*:Ops*:*/Ops*:*QuantDot*:*Int8Gemm*:Quant*'
 # The forward pass, the KV cache and the presses: everything else in the binary, less the
 # storage accounting of every press (PressInvariants.KvBytesShrinkWithTheBudget: no arithmetic
 # that differs by architecture, and a fifth of this run under emulation).

@@ -337,6 +337,31 @@ float dot_k(DType type, const uint8_t* row, const QuantActivations& xa, size_t p
   return hsum256(_mm256_add_ps(acc, acc_min));
 }
 
+// q4_0 on AVX2 (the most common legacy type gets its own loop: dot_legacy decides the type per
+// block): two blocks per step in two accumulators, each block's levels 0..15 times the signed
+// activations in maddubs (pairs at most 2 * 15 * 127, exact), the -8 offset started in each lane
+// from lane_corr as in dot_legacy.
+float dot_q4_0_avx2(const uint8_t* row, const QuantActivations& xa, size_t pf) {
+  const int64_t nb = xa.n / kQ4Block;
+  const auto* blocks = reinterpret_cast<const BlockQ4_0*>(row);
+  const __m256i ones = _mm256_set1_epi16(1);
+  auto block = [&](int64_t b, __m256 acc) {
+    const __m256i x = load32(xa.q + b * kQ4Block);
+    const __m256i init = _mm256_srai_epi32(load32(xa.lane_corr + b * 8), 4);
+    const __m256i sum = _mm256_add_epi32(init, _mm256_madd_epi16(_mm256_maddubs_epi16(nibbles32(blocks[b].qs), x), ones));
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_set1_ps(h2f(blocks[b].d) * xa.d[b]), acc);
+  };
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  int64_t b = 0;
+  for (; b + 2 <= nb; b += 2) {
+    _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(blocks + b) + pf), _MM_HINT_T0);
+    acc0 = block(b, acc0);
+    acc1 = block(b + 1, acc1);
+  }
+  if (b < nb) acc0 = block(b, acc0);
+  return hsum256(_mm256_add_ps(acc0, acc1));
+}
+
 template <bool kVnni>
 void dot_rows(const WeightView& w, const QuantActivations& xa, int64_t r0, int64_t r1, float* y) {
   // Prefetch about 4 KiB ahead (rows are short; see matvec.cpp).
@@ -348,6 +373,10 @@ void dot_rows(const WeightView& w, const QuantActivations& xa, int64_t r0, int64
     return;
   }
 #endif
+  if (!kVnni && w.type == DType::Q4_0) {
+    for (int64_t r = r0; r < r1; ++r) y[r - r0] = dot_q4_0_avx2(w.row(r), xa, pf);
+    return;
+  }
   for (int64_t r = r0; r < r1; ++r) {
     y[r - r0] = k ? dot_k<kVnni>(w.type, w.row(r), xa, pf) : dot_legacy<kVnni>(w.type, w.row(r), xa, pf);
   }
