@@ -333,9 +333,9 @@ void matmul_q8_avx2(const WeightView& w, const float* x, int64_t n, float* y, Th
     case DType::Q4_0: return gemm<Tile<4, 2, 1, 8, false>>(w, x, n, y, pool);
     case DType::Q4_1:
     case DType::Q4_K: return gemm<Tile<4, 2, 1, 8, true>>(w, x, n, y, pool);
-    case DType::Q5_0: return gemm<Tile<4, 1, 1, 4, false>>(w, x, n, y, pool);
+    case DType::Q5_0: return gemm<Tile<4, 2, 1, 4, false>>(w, x, n, y, pool);
     case DType::Q5_1:
-    case DType::Q5_K: return gemm<Tile<4, 1, 1, 4, true>>(w, x, n, y, pool);
+    case DType::Q5_K: return gemm<Tile<4, 2, 1, 4, true>>(w, x, n, y, pool);
     default: fail("matmul_q8: {} weights have no int8 GEMM", dtype_name(w.type));
   }
 }
