@@ -1,6 +1,7 @@
-// The two int8 prefill GEMMs (AVX-512 VNNI and AMX-INT8 tiles) on shapes that are not whole
-// tiles, against a double reference with the activations quantised as the kernels do, and
-// against each other bit for bit (their int32 sums are exact and their f32 steps the same).
+// The int8 prefill GEMMs (AVX2 maddubs, AVX-512 VNNI, AMX-INT8 tiles) at every instruction-set
+// level of this CPU that has one, on shapes that are not whole tiles, against a double reference
+// with the activations quantised as the kernels do, and against each other bit for bit (their
+// int32 sums are exact and their f32 steps the same).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "tensor/dtype.h"
+#include "tensor/isa.h"
 #include "tensor/matmul_internal.h"
 #include "tensor/ops.h"
 #include "util/error.h"
@@ -41,18 +43,78 @@ std::vector<double> quantised_x(const float* x, int64_t cols) {
   return out;
 }
 
+// The levels of this CPU whose build has an int8 GEMM.
+std::vector<Isa> int8_gemm_levels() {
+  std::vector<Isa> levels;
+  for (Isa isa : supported_isas()) {
+    const ScopedIsa scoped(isa);
+    if (detail::matmul_q8_available()) levels.push_back(isa);
+  }
+  return levels;
+}
+
+// Runs every int8 GEMM path of every level in `levels` on (w, x), checks each result against
+// the double reference (deq: w dequantised), and checks that all results have the same bits.
+void check_all_paths(const std::vector<Isa>& levels, const WeightView& w, const std::vector<float>& deq,
+                     const std::vector<float>& x, int64_t n, const std::string& what) {
+  ThreadPool pool(2);
+  std::vector<float> first;
+  std::string first_name;
+  for (Isa isa : levels) {
+    const ScopedIsa scoped(isa);
+    std::vector<detail::Int8Gemm> paths = {detail::Int8Gemm::Vnni};
+    if (detail::amx_int8_usable()) paths.push_back(detail::Int8Gemm::Amx);
+    for (detail::Int8Gemm path : paths) {
+      const std::string name =
+          std::string(isa_name(isa)) + (path == detail::Int8Gemm::Amx ? "/amx" : "/vector") + " " + what;
+      std::vector<float> y(static_cast<size_t>(n * w.rows), -1.0f);
+      detail::matmul_q8(w, x.data(), n, y.data(), pool, path);
+      for (int64_t t = 0; t < n; ++t) {
+        const auto xq = quantised_x(x.data() + t * w.cols, w.cols);
+        for (int64_t r = 0; r < w.rows; ++r) {
+          const float* wr = deq.data() + r * w.cols;
+          double want = 0.0, mag = 0.0;
+          for (int64_t b = 0; b < w.cols / 32; ++b) {
+            // Kernels apply a block's min separately from its levels; |min| <= the block's max |w|.
+            double wmax = 0.0;
+            for (int j = 0; j < 32; ++j) wmax = std::max(wmax, std::fabs(double(wr[b * 32 + j])));
+            for (int j = 0; j < 32; ++j) {
+              const int64_t c = b * 32 + j;
+              want += double(wr[c]) * xq[c];
+              mag += (std::fabs(double(wr[c])) + wmax) * std::fabs(xq[c]);
+            }
+          }
+          // Integer sums are exact; only f32 scaling and accumulation round.
+          ASSERT_NEAR(y[static_cast<size_t>(t * w.rows + r)], want, 2e-5 * mag + 1e-6)
+              << name << " t=" << t << " r=" << r;
+        }
+      }
+      if (first.empty()) {
+        first = y;
+        first_name = name;
+        continue;
+      }
+      for (size_t i = 0; i < y.size(); ++i) {
+        ASSERT_EQ(0, std::memcmp(&y[i], &first[i], 4))
+            << name << " differs from " << first_name << " at " << i << ": " << y[i] << " vs " << first[i];
+      }
+    }
+  }
+}
+
 struct Shape {
   int64_t n, rows, cols;
 };
 
 class Int8Gemm : public ::testing::TestWithParam<DType> {};
 
-TEST_P(Int8Gemm, BothPathsMatchReferenceAndEachOtherOnOddShapes) {
-  if (!detail::matmul_q8_available()) GTEST_SKIP() << "no AVX-512 VNNI int8 GEMM in this build";
+TEST_P(Int8Gemm, EveryLevelMatchesReferenceAndTheOthersOnOddShapes) {
+  const auto levels = int8_gemm_levels();
+  if (levels.empty()) GTEST_SKIP() << "no level with an int8 GEMM on this CPU";
   const DType type = GetParam();
   const bool k_quant = type == DType::Q4_K || type == DType::Q5_K;
-  // M (tokens), N (rows) and K (blocks) around the tile sizes (16 / 32 tokens, 16 / 32 rows,
-  // 128-row weight groups, 16-block K slices): 1 short of, 1 past, and far from whole tiles.
+  // M (tokens), N (rows) and K (blocks) around the tile sizes (4 / 6 / 16 / 32 tokens, 16 / 32
+  // rows, 128-row weight groups, 16-block K slices): 1 short of, 1 past, and far from whole tiles.
   std::vector<Shape> shapes;
   if (k_quant) {
     shapes = {{2, 1, 256}, {17, 33, 256}, {33, 47, 768}, {31, 15, 512}, {48, 65, 1280}, {19, 131, 256}};
@@ -60,8 +122,6 @@ TEST_P(Int8Gemm, BothPathsMatchReferenceAndEachOtherOnOddShapes) {
     shapes = {{2, 3, 32},   {17, 33, 64},  {15, 31, 96},   {33, 47, 288},
               {50, 1, 32},  {31, 65, 544}, {40, 40, 1056}, {21, 150, 96}};
   }
-  const bool amx = detail::amx_int8_usable();
-  ThreadPool pool(2);
   uint32_t seed = 1;
   for (const Shape& s : shapes) {
     const size_t rb = row_bytes(type, s.cols);
@@ -76,39 +136,71 @@ TEST_P(Int8Gemm, BothPathsMatchReferenceAndEachOtherOnOddShapes) {
     auto x = normal_vec(static_cast<size_t>(s.n * s.cols), seed++);
     std::fill_n(x.begin() + 32, 32, 0.0f);  // an all-zero activation block (d = 0)
     x[5] = 40.0f;                           // and one dominated by a single large value
+    check_all_paths(levels, w, deq, x, s.n,
+                    std::string(dtype_name(type)) + " " + std::to_string(s.n) + "x" + std::to_string(s.rows) + "x" +
+                        std::to_string(s.cols));
+  }
+}
 
-    std::vector<float> y_vnni(static_cast<size_t>(s.n * s.rows), -1.0f), y_amx(y_vnni.size(), -2.0f);
-    detail::matmul_q8(w, x.data(), s.n, y_vnni.data(), pool, detail::Int8Gemm::Vnni);
-    if (amx) detail::matmul_q8(w, x.data(), s.n, y_amx.data(), pool, detail::Int8Gemm::Amx);
-
-    for (int64_t t = 0; t < s.n; ++t) {
-      const auto xq = quantised_x(x.data() + t * s.cols, s.cols);
-      for (int64_t r = 0; r < s.rows; ++r) {
-        const float* wr = deq.data() + r * s.cols;
-        double want = 0.0, mag = 0.0;
-        for (int64_t b = 0; b < s.cols / 32; ++b) {
-          // Kernels apply a block's min separately from its levels; |min| <= the block's max |w|.
-          double wmax = 0.0;
-          for (int j = 0; j < 32; ++j) wmax = std::max(wmax, std::fabs(double(wr[b * 32 + j])));
-          for (int j = 0; j < 32; ++j) {
-            const int64_t c = b * 32 + j;
-            want += double(wr[c]) * xq[c];
-            mag += (std::fabs(double(wr[c])) + wmax) * std::fabs(xq[c]);
-          }
-        }
-        const size_t i = static_cast<size_t>(t * s.rows + r);
-        // Integer sums are exact; only f32 scaling and accumulation round.
-        ASSERT_NEAR(y_vnni[i], want, 2e-5 * mag + 1e-6)
-            << dtype_name(type) << " " << s.n << "x" << s.rows << "x" << s.cols << " t=" << t << " r=" << r;
-        if (amx) {
-          ASSERT_EQ(0, std::memcmp(&y_amx[i], &y_vnni[i], 4))
-              << "AMX differs from VNNI: " << dtype_name(type) << " " << s.n << "x" << s.rows << "x" << s.cols
-              << " t=" << t << " r=" << r << ": " << y_amx[i] << " vs " << y_vnni[i];
-        }
-      }
+// Random bit patterns for the levels (so every level occurs, q8_0's -128 included, and whole
+// blocks of the largest level) against activation blocks of one value (every q = +-127): the
+// largest int16 pair sums an AVX2 chain can reach. A chain one quad too long saturates here.
+TEST_P(Int8Gemm, ExtremeLevelsAndActivationsStayExact) {
+  const auto levels = int8_gemm_levels();
+  if (levels.empty()) GTEST_SKIP() << "no level with an int8 GEMM on this CPU";
+  const DType type = GetParam();
+  const int64_t n = 9, rows = 37, cols = 512;
+  const size_t rb = row_bytes(type, cols);
+  const size_t block_bytes = dtype_block_bytes(type);
+  const bool has_min = type == DType::Q4_1 || type == DType::Q5_1 || type == DType::Q4_K || type == DType::Q5_K;
+  std::mt19937 rng(7);
+  std::vector<uint8_t> data(rb * rows);
+  for (auto& byte : data) byte = static_cast<uint8_t>(rng());
+  for (size_t off = 0; off < data.size(); off += block_bytes) {
+    // Rows 0-3: every level the largest (all bits set) or the smallest (no bits set).
+    const int64_t row = static_cast<int64_t>(off / rb);
+    if (row < 4) std::memset(&data[off], row % 2 == 0 ? 0xFF : 0x00, block_bytes);
+    const uint16_t d = fp32_to_fp16(0.5f + static_cast<float>(rng() % 1000) / 1000.0f);
+    std::memcpy(&data[off], &d, 2);
+    if (has_min) {
+      const uint16_t m = fp32_to_fp16(static_cast<float>(rng() % 1000) / 2000.0f);
+      std::memcpy(&data[off + 2], &m, 2);
     }
   }
-  if (!amx) GTEST_SKIP() << "AMX-INT8 not usable here: only the VNNI path was checked";
+  std::vector<float> deq(static_cast<size_t>(rows * cols));
+  for (int64_t r = 0; r < rows; ++r) convert_to_f32(type, data.data() + rb * r, deq.data() + r * cols, cols);
+  const WeightView w{type, data.data(), rows, cols};
+  std::vector<float> x(static_cast<size_t>(n * cols));
+  for (int64_t t = 0; t < n; ++t) {
+    for (int64_t b = 0; b < cols / 32; ++b) {
+      const float v = (rng() % 2 == 0 ? 1.0f : -1.0f) * (0.25f + static_cast<float>(rng() % 100));
+      std::fill_n(x.begin() + t * cols + b * 32, 32, v);
+    }
+  }
+  check_all_paths(levels, w, deq, x, n, std::string(dtype_name(type)) + " extremes");
+}
+
+// At a level with an int8 GEMM, a block-type prefill (public matmul) takes it.
+TEST_P(Int8Gemm, MatmulTakesTheInt8Gemm) {
+  const DType type = GetParam();
+  const int64_t n = 7, rows = 19, cols = 256;
+  const auto src = normal_vec(static_cast<size_t>(rows * cols), 11);
+  const size_t rb = row_bytes(type, cols);
+  std::vector<uint8_t> data(rb * rows);
+  for (int64_t r = 0; r < rows; ++r) convert_from_f32(src.data() + r * cols, type, data.data() + rb * r, cols);
+  const WeightView w{type, data.data(), rows, cols};
+  const auto x = normal_vec(static_cast<size_t>(n * cols), 12);
+  ThreadPool pool(2);
+  int checked = 0;
+  for (Isa isa : int8_gemm_levels()) {
+    const ScopedIsa scoped(isa);
+    std::vector<float> a(static_cast<size_t>(n * rows)), b(a.size());
+    matmul(w, x.data(), n, a.data(), pool);
+    detail::matmul_q8(w, x.data(), n, b.data(), pool);
+    EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * 4)) << isa_name(isa);
+    ++checked;
+  }
+  if (checked == 0) GTEST_SKIP() << "no level with an int8 GEMM on this CPU";
 }
 
 INSTANTIATE_TEST_SUITE_P(BlockTypes, Int8Gemm,
@@ -116,8 +208,9 @@ INSTANTIATE_TEST_SUITE_P(BlockTypes, Int8Gemm,
                                            DType::Q4_K, DType::Q5_K),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
-TEST(Int8GemmPaths, AmxThreadCountDoesNotChangeResults) {
-  if (!detail::amx_int8_usable()) GTEST_SKIP() << "AMX-INT8 not usable here";
+TEST(Int8GemmPaths, ThreadCountDoesNotChangeResults) {
+  const auto levels = int8_gemm_levels();
+  if (levels.empty()) GTEST_SKIP() << "no level with an int8 GEMM on this CPU";
   const int64_t n = 45, rows = 133, cols = 1024;
   const auto src = normal_vec(static_cast<size_t>(rows * cols), 3);
   const size_t rb = row_bytes(DType::Q8_0, cols);
@@ -126,10 +219,18 @@ TEST(Int8GemmPaths, AmxThreadCountDoesNotChangeResults) {
   const WeightView w{DType::Q8_0, data.data(), rows, cols};
   const auto x = normal_vec(static_cast<size_t>(n * cols), 4);
   ThreadPool one(1), three(3);
-  std::vector<float> y1(static_cast<size_t>(n * rows)), y3(y1.size());
-  detail::matmul_q8(w, x.data(), n, y1.data(), one, detail::Int8Gemm::Amx);
-  detail::matmul_q8(w, x.data(), n, y3.data(), three, detail::Int8Gemm::Amx);
-  EXPECT_EQ(0, std::memcmp(y1.data(), y3.data(), y1.size() * 4));
+  for (Isa isa : levels) {
+    const ScopedIsa scoped(isa);
+    std::vector<detail::Int8Gemm> paths = {detail::Int8Gemm::Vnni};
+    if (detail::amx_int8_usable()) paths.push_back(detail::Int8Gemm::Amx);
+    for (detail::Int8Gemm path : paths) {
+      std::vector<float> y1(static_cast<size_t>(n * rows)), y3(y1.size());
+      detail::matmul_q8(w, x.data(), n, y1.data(), one, path);
+      detail::matmul_q8(w, x.data(), n, y3.data(), three, path);
+      EXPECT_EQ(0, std::memcmp(y1.data(), y3.data(), y1.size() * 4))
+          << isa_name(isa) << (path == detail::Int8Gemm::Amx ? "/amx" : "/vector");
+    }
+  }
 }
 
 TEST(Int8GemmPaths, AmxRequestedWhereUnusableIsRefused) {

@@ -2,16 +2,17 @@
 //
 // BF16 weights on AVX512-BF16 CPUs go through the same blocked GEMM with bf16 panels and
 // vdpbf16ps (Bf16Panels below; x rounded to bf16, see bf16_weights_round_x).
-// f32/f16/bf16, q2_K, q3_K, q6_K (and every block type without AVX-512 VNNI) use a blocked f32 GEMM of our own (measured
+// f32/f16/bf16, q2_K, q3_K, q6_K (and every block type below AVX2) use a blocked f32 GEMM of our own (measured
 // within ~10% of OpenBLAS's sgemm, without its extra packing pass or thread pool): X is packed
 // once into panels of kMR tokens ([k][kMR] floats, shared by all threads); threads take chunks
 // of kNR-row weight panels from a queue and, for each kKC-deep slice of K, convert a panel to
 // f32 in [k][kNR] order (converted 16 values at a time and transposed in registers) and run
 // the kMR x kNR register-blocked micro-kernel over all token panels, prefetching the next
-// panel's weights meanwhile. q8_0, the legacy 32-block types, q4_K and q5_K on VNNI hardware go to
-// the int8 kernels in matmul_q8.cpp (2.5x the f32 GEMM's speed; q8_0-style activations of 32),
-// on AMX-INT8 tiles where the CPU and kernel allow (matmul_q8_amx.cpp; KVSLIM_NO_AMX=1 keeps
-// the AVX-512 VNNI kernel; both give identical bits).
+// panel's weights meanwhile. q8_0, the legacy 32-block types, q4_K and q5_K go to the int8
+// kernels instead (q8_0-style activations of 32): AVX-512 VNNI in matmul_q8.cpp (2.5x the f32
+// GEMM's speed), AMX-INT8 tiles where the CPU and kernel allow (matmul_q8_amx.cpp;
+// KVSLIM_NO_AMX=1 keeps the VNNI kernel), or at the AVX2 level the maddubs kernel of
+// matmul_q8_avx2.cpp; all give identical bits.
 // Each output is computed by one thread in a fixed order, so results do not depend on the
 // number of threads.
 #include <algorithm>

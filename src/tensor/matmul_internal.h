@@ -8,12 +8,13 @@
 
 namespace kvslim::detail {
 
-// Which int8 GEMM runs a block-type prefill. Auto takes AMX when amx_int8_usable() and there
-// are at least 16 tokens, else VNNI;
-// both give bit-identical results (same int32 sums, same f32 scaling order).
+// Which int8 GEMM runs a block-type prefill. Vnni is the level's vector kernel: AVX-512 VNNI
+// (matmul_q8.cpp), or at the AVX2 level the maddubs kernel (matmul_q8_avx2.cpp). Auto takes
+// AMX when amx_int8_usable() and there are at least 16 tokens, else the vector kernel. All give
+// bit-identical results (same int32 sums, same f32 scaling order).
 enum class Int8Gemm { Auto, Vnni, Amx };
 
-// True when this build has the int8 (AVX-512 VNNI) q8_0 GEMM.
+// True when the active level has an int8 GEMM (AVX2, or AVX-512 VNNI).
 bool matmul_q8_available();
 // True when the CPU has AMX-INT8 tiles, the kernel lets this process use them
 // (arch_prctl ARCH_REQ_XCOMP_PERM), and the environment variable KVSLIM_NO_AMX is unset or "0".
@@ -25,10 +26,10 @@ bool amx_int8_usable();
 void matmul_q8(const WeightView& w, const float* x, int64_t n, float* y, ThreadPool& pool,
                Int8Gemm path = Int8Gemm::Auto);
 
-// unpack_int8_block, quantize_x_block (shared by the VNNI and AMX kernels, so both see the same
-// int8 values) and matmul_q8_amx exist per level only (tensor/tensor_isa.inc).
-// K slice (in blocks of 32) of both int8 kernels: outputs are summed in f32 per slice and the
-// slices added in order, so the two kernels round identically.
+// unpack_int8_block, quantize_x_block (shared by the AVX2, VNNI and AMX kernels, so all see the
+// same int8 values), matmul_q8_amx and matmul_q8_avx2 exist per level only (tensor/tensor_isa.inc).
+// K slice (in blocks of 32) of the int8 kernels: outputs are summed in f32 per slice and the
+// slices added in order, so the kernels round identically.
 constexpr int64_t kInt8SliceBlocks = 16;
 
 }  // namespace kvslim::detail

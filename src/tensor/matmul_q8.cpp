@@ -1,6 +1,8 @@
 // Int8 GEMM for q8_0 weights, the legacy 32-blocks q4_0, q4_1, q5_0, q5_1 and the K-quants with
 // 32-value sub-blocks q4_K, q5_K (AVX-512 VNNI), and the dispatch between it and the AMX-INT8
 // kernel of matmul_q8_amx.cpp (same int8 values from the shared helpers below, same bits out).
+// At the AVX2 level (no VNNI) matmul_q8 runs the maddubs kernel of matmul_q8_avx2.cpp instead,
+// on the same helpers' values, again with the same bits out.
 //
 // The other types are unpacked while packing a weight panel into the same int8 form, exactly:
 // q4_0 / q5_0 as q - 8 / q - 16 with scale d; q4_1 / q5_1 as q with scale d plus a per-block
@@ -30,11 +32,14 @@
 
 #if defined(KVSLIM_HAS_AVX512F) && defined(KVSLIM_HAS_AVX512BW) && defined(KVSLIM_HAS_AVX512VL) && defined(KVSLIM_HAS_AVX512VNNI)
 #define KVSLIM_Q8_GEMM 1
+#elif defined(KVSLIM_HAS_AVX2) && defined(KVSLIM_HAS_FMA)
+// AVX2 without VNNI: the maddubs kernel of matmul_q8_avx2.cpp, on the int8 values below.
+#define KVSLIM_Q8_GEMM_AVX2 1
 #endif
 
 namespace kvslim::KVSLIM_ISA_NS::detail {
 
-#if defined(KVSLIM_Q8_GEMM)
+#if defined(KVSLIM_Q8_GEMM) || defined(KVSLIM_Q8_GEMM_AVX2)
 
 // The 32-value block `b` of a row as 32 int8 values q with value = scale * q + min. For q4_K /
 // q5_K a block is one 32-value sub-block: scale = d * sc_j, min = -dmin * m_j, q = its level.
@@ -106,6 +111,7 @@ void unpack_int8_block(DType type, const uint8_t* row, int64_t b, int8_t* q, flo
   }
 }
 
+#if defined(KVSLIM_Q8_GEMM)
 void quantize_x_block(const float* xb, int8_t* q, float& d, int32_t& sum) {
   const __m512 v0 = _mm512_loadu_ps(xb);
   const __m512 v1 = _mm512_loadu_ps(xb + 16);
@@ -118,6 +124,39 @@ void quantize_x_block(const float* xb, int8_t* q, float& d, int32_t& sum) {
   _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 16), _mm512_cvtsepi32_epi8(q1));
   sum = _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
 }
+#else
+// The same steps in 256-bit registers (max, the division, the product, round to nearest even
+// and the int32 sum are exact or rounded alike): the same q, d and sum as the AVX-512 body.
+void quantize_x_block(const float* xb, int8_t* q, float& d, int32_t& sum) {
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  __m256 v[4];
+  for (int i = 0; i < 4; ++i) v[i] = _mm256_loadu_ps(xb + 8 * i);
+  const __m256 m = _mm256_max_ps(_mm256_max_ps(_mm256_andnot_ps(sign, v[0]), _mm256_andnot_ps(sign, v[1])),
+                                 _mm256_max_ps(_mm256_andnot_ps(sign, v[2]), _mm256_andnot_ps(sign, v[3])));
+  __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+  m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+  m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+  const float amax = _mm_cvtss_f32(m4);
+  d = amax / 127.0f;
+  const __m256 vid = _mm256_set1_ps(amax != 0.0f ? 127.0f / amax : 0.0f);
+  __m256i qi[4];
+  for (int i = 0; i < 4; ++i) qi[i] = _mm256_cvtps_epi32(_mm256_mul_ps(v[i], vid));
+  // Saturating packs work per 128-bit lane: dword j of the result holds values 4j..4j+3 of
+  // qi[j % 4] (j < 4) or values 4..7 of qi[j - 4]; the permutation puts them in order.
+  const __m256i packed = _mm256_packs_epi16(_mm256_packs_epi32(qi[0], qi[1]), _mm256_packs_epi32(qi[2], qi[3]));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(q),
+                      _mm256_permutevar8x32_epi32(packed, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+  const __m256i s8 = _mm256_add_epi32(_mm256_add_epi32(qi[0], qi[1]), _mm256_add_epi32(qi[2], qi[3]));
+  __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s8), _mm256_extracti128_si256(s8, 1));
+  s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, _MM_SHUFFLE(1, 0, 3, 2)));
+  s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, _MM_SHUFFLE(2, 3, 0, 1)));
+  sum = _mm_cvtsi128_si32(s4);
+}
+#endif
+
+#endif  // KVSLIM_Q8_GEMM || KVSLIM_Q8_GEMM_AVX2
+
+#if defined(KVSLIM_Q8_GEMM)
 
 namespace {
 
@@ -331,6 +370,16 @@ void matmul_q8(const WeightView& w, const float* x, int64_t n, float* y, ThreadP
   }
 }
 
+#elif defined(KVSLIM_Q8_GEMM_AVX2)
+
+bool matmul_q8_available() { return true; }
+
+// Auto and Vnni (the level's vector kernel) run the AVX2 kernel; there is no AMX here.
+void matmul_q8(const WeightView& w, const float* x, int64_t n, float* y, ThreadPool& pool, Int8Gemm path) {
+  if (path == Int8Gemm::Amx) fail("matmul_q8: AMX-INT8 is not usable on this machine");
+  matmul_q8_avx2(w, x, n, y, pool);
+}
+
 #else
 
 bool matmul_q8_available() { return false; }
@@ -338,7 +387,7 @@ bool matmul_q8_available() { return false; }
 const char* matmul_q8_kernel() { return "none"; }
 
 void matmul_q8(const WeightView&, const float*, int64_t, float*, ThreadPool&, Int8Gemm) {
-  fail("matmul_q8: this build has no AVX-512 VNNI int8 GEMM");
+  fail("matmul_q8: this level has no int8 GEMM (AVX2 or AVX-512 VNNI)");
 }
 
 #endif

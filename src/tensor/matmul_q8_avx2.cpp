@@ -1,0 +1,351 @@
+// Int8 GEMM for AVX2 without VNNI: the same weight types, the same activation quantisation and
+// the same f32 steps as the AVX-512 VNNI kernel of matmul_q8.cpp, so where both exist they give
+// identical bits.
+//
+// AVX2's only 8-bit multiply is vpmaddubsw (_mm256_maddubs_epi16): u8 x s8 products added in
+// pairs into int16 with saturation. Feeding it the VNNI kernel's (w + 128) would saturate
+// (2 * 255 * 127 > 32767), so the weights go in as small unsigned levels u and the rest is
+// carried by integers that stay exact:
+//   - every type's block value q is u - o with u >= 0: q4_0 u = q + 8 (0..15), q5_0 u = q + 16
+//     (0..31), q4_1 / q4_K / q5_1 / q5_K u = q (their levels; the min is applied separately),
+//     q8_0 u = q + 128 (0..255) split into two 4-bit planes u = lo + 16 * hi.
+//   - the activations are |x_q| <= 127 (d = amax / 127, q = round(x / d)), so one pair of
+//     products is at most 2 * 15 * 127 = 3810 for 4-bit levels and 2 * 31 * 127 = 7874 for
+//     5-bit ones. int16 sums of 8 maddubs results (4-bit: 30480) or 4 (5-bit: 31496) cannot
+//     overflow; such a chain of quads is widened once with vpmaddwd (by 1, or by 16 for q8_0's
+//     high plane) into int32.
+//   - sum(q * x) = sum(u * x) - o * sum(x); the int32 sum starts at the correction -o * sum(x)
+//     of the activation block (sum(x) is known from packing X).
+// So each block's int32 sum is sum(q * x) exactly, the VNNI kernel's integer; it is then scaled
+// as there: acc = fma(float(sum), d_w * d_x, acc), plus min * (d_x * sum(x)) for the types with
+// mins, summed in f32 per K slice of kInt8SliceBlocks blocks, slices added in order into y.
+//
+// Layouts: X is quantised once per call and packed in panels of kMR tokens: per block,
+// [quad][token][4 bytes] int8, then the kMR scales, corrections and sums. Threads take chunks of
+// kNR-row weight panels from a queue; per K slice a thread repacks a panel as
+// [plane][quad][row][4 bytes] levels plus f32 scales and mins [row]. The micro-kernel keeps
+// kMR x kNRV int16 chain sums in registers while it walks a chain of quads: per quad it loads
+// kNRV weight vectors (8 rows x 4 levels each) and broadcasts each token's 4 activations.
+#include <algorithm>
+#include <cstring>
+#include <utility>
+
+#include "tensor/kernels.h"
+#include "tensor/matmul_internal.h"
+#include "tensor/tensor_isa.h"
+#include "util/error.h"
+
+#include "tensor/isa_begin.h"
+#include "tensor/simd.h"
+
+#if defined(KVSLIM_HAS_AVX2) && defined(KVSLIM_HAS_FMA) && !defined(KVSLIM_HAS_AVX512VNNI)
+#define KVSLIM_Q8_GEMM_AVX2 1
+#endif
+
+namespace kvslim::KVSLIM_ISA_NS::detail {
+
+#if defined(KVSLIM_Q8_GEMM_AVX2)
+
+namespace {
+
+constexpr int64_t kKB = kInt8SliceBlocks;  // blocks per K slice
+
+// A micro-tile of kMR tokens x kNR = 8 * kNRV weight rows, for weights fed as kPlanes planes of
+// levels whose int16 chain sums may run over kChain quads.
+template <int MR, int NRV, int Planes, int Chain, bool Mins>
+struct Tile {
+  static constexpr int kMR = MR;
+  static constexpr int kNRV = NRV;
+  static constexpr int kNR = 8 * NRV;
+  static constexpr int kPlanes = Planes;
+  static constexpr int kChain = Chain;
+  static constexpr int kChains = 8 / Chain;  // chains per block (each over every plane)
+  static constexpr bool kMins = Mins;
+  static_assert(8 % Chain == 0 && (Planes == 1 || Planes == 2));
+  // One packed X block: q [8][kMR][4], then scales [kMR] f32, corrections [kMR] and sums [kMR] i32.
+  static constexpr size_t kXLevels = 8 * kMR * 4;
+  static constexpr size_t kXBlockBytes = kXLevels + 3 * kMR * 4;
+  // One packed W block: levels [kPlanes][8][kNR][4], then scales [kNR] and mins [kNR] f32.
+  static constexpr size_t kWLevels = static_cast<size_t>(kPlanes) * 8 * kNR * 4;
+  static constexpr size_t kWBlockBytes = kWLevels + 2 * kNR * 4;
+};
+
+// o with u = q + o >= 0 for the values q of unpack_int8_block (see the top of the file).
+int level_offset(DType type) {
+  switch (type) {
+    case DType::Q8_0: return 128;
+    case DType::Q4_0: return 8;
+    case DType::Q5_0: return 16;
+    default: return 0;  // q4_1, q5_1, q4_K, q5_K: q is the level
+  }
+}
+
+template <class T>
+void pack_x_panel(const float* x, int64_t n, int64_t k, int64_t t0, int offset, uint8_t* dst) {
+  constexpr int kMR = T::kMR;
+  const int64_t nb = k / kQ8Block;
+  const int mt = static_cast<int>(std::min<int64_t>(kMR, n - t0));
+  for (int64_t b = 0; b < nb; ++b) {
+    uint8_t* blk = dst + b * T::kXBlockBytes;
+    auto* scales = reinterpret_cast<float*>(blk + T::kXLevels);
+    auto* corr = reinterpret_cast<int32_t*>(scales + kMR);
+    auto* sums = corr + kMR;
+    for (int t = 0; t < kMR; ++t) {
+      alignas(32) int8_t q[kQ8Block];
+      float d = 0.0f;
+      int32_t sum = 0;
+      if (t < mt) {
+        quantize_x_block(x + (t0 + t) * k + b * kQ8Block, q, d, sum);
+      } else {
+        std::memset(q, 0, sizeof(q));
+      }
+      scales[t] = d;
+      corr[t] = -offset * sum;
+      sums[t] = sum;
+      for (int qd = 0; qd < 8; ++qd) std::memcpy(blk + (qd * kMR + t) * 4, q + 4 * qd, 4);
+    }
+  }
+}
+
+// Packs rows [r0, r0 + kNR) x blocks [b0, b0 + nbk) of w as levels u = q + offset (split into
+// nibble planes when kPlanes == 2); rows past the end get levels 0 and scale 0.
+template <class T>
+void pack_w_panel(const WeightView& w, int64_t r0, int64_t b0, int64_t nbk, int offset, uint8_t* dst) {
+  constexpr int kNR = T::kNR;
+  const int nr = static_cast<int>(std::min<int64_t>(kNR, w.rows - r0));
+  const __m256i off = _mm256_set1_epi8(static_cast<char>(offset));
+  const __m256i nib = _mm256_set1_epi8(0x0F);
+  for (int64_t b = 0; b < nbk; ++b) {
+    uint8_t* blk = dst + b * T::kWBlockBytes;
+    auto* scales = reinterpret_cast<float*>(blk + T::kWLevels);
+    auto* mins = scales + kNR;
+    for (int j = 0; j < kNR; ++j) {
+      if (j >= nr) {
+        scales[j] = 0.0f;
+        mins[j] = 0.0f;
+        for (int p = 0; p < T::kPlanes; ++p) {
+          for (int qd = 0; qd < 8; ++qd) std::memset(blk + ((p * 8 + qd) * kNR + j) * 4, 0, 4);
+        }
+        continue;
+      }
+      alignas(32) int8_t q[kQ8Block];
+      unpack_int8_block(w.type, w.row(r0 + j), b0 + b, q, scales[j], mins[j]);
+      const __m256i u = _mm256_add_epi8(_mm256_load_si256(reinterpret_cast<const __m256i*>(q)), off);
+      alignas(32) uint8_t planes[T::kPlanes][kQ8Block];
+      if constexpr (T::kPlanes == 1) {
+        _mm256_store_si256(reinterpret_cast<__m256i*>(planes[0]), u);
+      } else {
+        _mm256_store_si256(reinterpret_cast<__m256i*>(planes[0]), _mm256_and_si256(u, nib));
+        _mm256_store_si256(reinterpret_cast<__m256i*>(planes[1]), _mm256_and_si256(_mm256_srli_epi16(u, 4), nib));
+      }
+      for (int p = 0; p < T::kPlanes; ++p) {
+        for (int qd = 0; qd < 8; ++qd) std::memcpy(blk + ((p * 8 + qd) * kNR + j) * 4, planes[p] + 4 * qd, 4);
+      }
+    }
+  }
+}
+
+// An empty asm the value must pass through: keeps GCC from re-associating a chain's int16 sums
+// into a tree over all of the block's products (computed first, they need far more than 16
+// registers and spilled 2.5 values per vpmaddubsw).
+inline __m256i pinned(__m256i v) {
+  asm("" : "+x"(v));
+  return v;
+}
+
+// Adds chain kC of a block (quads [q0, q0 + kChain) of every plane) to the block's int32 sums
+// isum; the first chain starts them at the correction. The planes share the activation
+// broadcasts. A function of its own with constant bounds, so that GCC keeps `chain` in registers.
+template <class T, int kC>
+[[gnu::always_inline]] inline void add_chain(const uint8_t* wb, const uint8_t* xb, const int32_t* xcorr,
+                                             __m256i (&isum)[T::kMR][T::kNRV]) {
+  constexpr int kMR = T::kMR, kNRV = T::kNRV, kNR = T::kNR, kPlanes = T::kPlanes;
+  constexpr int q0 = kC * T::kChain;
+  __m256i chain[kPlanes][kMR][kNRV];  // int16 pair sums of this chain of quads
+#pragma GCC unroll 8
+  for (int qd = q0; qd < q0 + T::kChain; ++qd) {
+    __m256i wv[kPlanes][kNRV];
+#pragma GCC unroll 2
+    for (int p = 0; p < kPlanes; ++p) {
+#pragma GCC unroll 4
+      for (int v = 0; v < kNRV; ++v) {
+        wv[p][v] = _mm256_load_si256(reinterpret_cast<const __m256i*>(wb + ((p * 8 + qd) * kNR + 8 * v) * 4));
+      }
+    }
+    const auto* xq = reinterpret_cast<const int32_t*>(xb + qd * kMR * 4);
+#pragma GCC unroll 8
+    for (int t = 0; t < kMR; ++t) {
+      const __m256i xv = _mm256_set1_epi32(xq[t]);
+#pragma GCC unroll 2
+      for (int p = 0; p < kPlanes; ++p) {
+#pragma GCC unroll 4
+        for (int v = 0; v < kNRV; ++v) {
+          const __m256i prod = _mm256_maddubs_epi16(wv[p][v], xv);
+          chain[p][t][v] = pinned(qd == q0 ? prod : _mm256_add_epi16(chain[p][t][v], prod));
+        }
+      }
+    }
+  }
+  // Plane p holds bits 4p.. of the levels: widened with weight 16^p.
+  const __m256i ones = _mm256_set1_epi16(1), sixteens = _mm256_set1_epi16(16);
+#pragma GCC unroll 8
+  for (int t = 0; t < kMR; ++t) {
+#pragma GCC unroll 4
+    for (int v = 0; v < kNRV; ++v) {
+      __m256i wide = _mm256_madd_epi16(chain[0][t][v], ones);
+      if constexpr (kPlanes == 2) wide = _mm256_add_epi32(wide, _mm256_madd_epi16(chain[1][t][v], sixteens));
+      isum[t][v] = kC == 0 ? _mm256_add_epi32(_mm256_set1_epi32(xcorr[t]), wide) : _mm256_add_epi32(isum[t][v], wide);
+    }
+  }
+}
+
+template <class T>
+void micro_kernel(const uint8_t* xp, const uint8_t* wp, int64_t nbk, float* c, int64_t ldc, int mt, int nr,
+                  bool first) {
+  constexpr int kMR = T::kMR, kNRV = T::kNRV, kNR = T::kNR;
+  // The output rows lie w.rows floats apart, out of cache: ask for them now.
+  for (int t = 0; t < mt; ++t) {
+    __builtin_prefetch(c + t * ldc, 1, 3);
+    __builtin_prefetch(c + t * ldc + kNR - 1, 1, 3);
+  }
+  __m256 facc[kMR][kNRV];
+#pragma GCC unroll 8
+  for (int t = 0; t < kMR; ++t) {
+#pragma GCC unroll 4
+    for (int v = 0; v < kNRV; ++v) facc[t][v] = _mm256_setzero_ps();
+  }
+  for (int64_t b = 0; b < nbk; ++b) {
+    const uint8_t* xb = xp + b * T::kXBlockBytes;
+    const uint8_t* wb = wp + b * T::kWBlockBytes;
+    const auto* xs = reinterpret_cast<const float*>(xb + T::kXLevels);
+    const auto* xcorr = reinterpret_cast<const int32_t*>(xs + kMR);
+    const auto* xsum = xcorr + kMR;
+    const auto* ws = reinterpret_cast<const float*>(wb + T::kWLevels);
+    // The block's exact int32 sums: the correction plus every chain's widened sums.
+    __m256i isum[kMR][kNRV];
+    [&]<int... C>(std::integer_sequence<int, C...>) {
+      (add_chain<T, C>(wb, xb, xcorr, isum), ...);
+    }(std::make_integer_sequence<int, T::kChains>{});
+#pragma GCC unroll 8
+    for (int t = 0; t < kMR; ++t) {
+      const __m256 sx = _mm256_set1_ps(xs[t]);
+#pragma GCC unroll 4
+      for (int v = 0; v < kNRV; ++v) {
+        const __m256 s = _mm256_mul_ps(_mm256_load_ps(ws + 8 * v), sx);
+        facc[t][v] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t][v]), s, facc[t][v]);
+      }
+      if constexpr (T::kMins) {
+        // + m * d_x * sum(x_q)
+        const __m256 sxs = _mm256_set1_ps(xs[t] * static_cast<float>(xsum[t]));
+#pragma GCC unroll 4
+        for (int v = 0; v < kNRV; ++v) facc[t][v] = _mm256_fmadd_ps(_mm256_load_ps(ws + kNR + 8 * v), sxs, facc[t][v]);
+      }
+    }
+  }
+  __m256i masks[kNRV];
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  for (int v = 0; v < kNRV; ++v) masks[v] = _mm256_cmpgt_epi32(_mm256_set1_epi32(nr - 8 * v), lane);
+#pragma GCC unroll 8
+  for (int t = 0; t < kMR; ++t) {
+    if (t >= mt) break;
+    float* ct = c + t * ldc;
+#pragma GCC unroll 4
+    for (int v = 0; v < kNRV; ++v) {
+      __m256 r = facc[t][v];
+      if (nr == kNR) {
+        if (!first) r = _mm256_add_ps(r, _mm256_loadu_ps(ct + 8 * v));
+        _mm256_storeu_ps(ct + 8 * v, r);
+      } else {
+        if (!first) r = _mm256_add_ps(r, _mm256_maskload_ps(ct + 8 * v, masks[v]));
+        _mm256_maskstore_ps(ct + 8 * v, masks[v], r);
+      }
+    }
+  }
+}
+
+template <class T>
+void gemm(const WeightView& w, const float* x, int64_t n, float* y, ThreadPool& pool) {
+  constexpr int kMR = T::kMR, kNR = T::kNR;
+  const int64_t k = w.cols;
+  const int64_t nb = k / kQ8Block;
+  const int offset = level_offset(w.type);
+  const int64_t n_xpanels = (n + kMR - 1) / kMR;
+  const int64_t n_wpanels = (w.rows + kNR - 1) / kNR;
+  const size_t xpanel_bytes = static_cast<size_t>(nb) * T::kXBlockBytes;
+
+  thread_local Scratch x_scratch;
+  auto* xp = static_cast<uint8_t*>(x_scratch.get(static_cast<size_t>(n_xpanels) * xpanel_bytes));
+
+  const bool parallel = pool.size() > 1 && static_cast<double>(n) * w.rows * k > 2e6;
+  auto pack = [&](int t, int nt) {
+    for (int64_t p = n_xpanels * t / nt; p < n_xpanels * (t + 1) / nt; ++p) {
+      pack_x_panel<T>(x, n, k, p * kMR, offset, xp + p * xpanel_bytes);
+    }
+  };
+  // Weight panels go out in chunks of up to 4 (about 4 chunks per thread at least).
+  ChunkQueue queue(n_wpanels, std::clamp<int64_t>(n_wpanels / (4 * pool.size()), 1, 4));
+  auto compute = [&](int, int) {
+    thread_local Scratch w_scratch;
+    auto* wp = static_cast<uint8_t*>(w_scratch.get(static_cast<size_t>(kKB) * T::kWBlockBytes));
+    int64_t p0, p1;
+    while (queue.pop(p0, p1)) {
+      for (int64_t b0 = 0; b0 < nb; b0 += kKB) {
+        const int64_t nbk = std::min(kKB, nb - b0);
+        for (int64_t p = p0; p < p1; ++p) {
+          const int64_t r0 = p * kNR;
+          const int nr = static_cast<int>(std::min<int64_t>(kNR, w.rows - r0));
+          pack_w_panel<T>(w, r0, b0, nbk, offset, wp);
+          // The panel after this one: the next in this slice, or the first of the next slice.
+          int64_t next_r0 = r0 + kNR, next_b0 = b0, next_nbk = nbk;
+          if (p + 1 >= p1) {
+            next_r0 = p0 * kNR;
+            next_b0 = b0 + kKB;
+            next_nbk = std::min(kKB, nb - next_b0);
+          }
+          const PanelPrefetcher prefetcher(w, next_r0, next_b0 < nb ? std::min(w.rows, next_r0 + kNR) : next_r0,
+                                           next_b0 * kQ8Block, next_b0 < nb ? next_nbk * kQ8Block : 0, n_xpanels);
+          for (int64_t xpi = 0; xpi < n_xpanels; ++xpi) {
+            const int64_t t0 = xpi * kMR;
+            const int mt = static_cast<int>(std::min<int64_t>(kMR, n - t0));
+            micro_kernel<T>(xp + xpi * xpanel_bytes + b0 * T::kXBlockBytes, wp, nbk, y + t0 * w.rows + r0, w.rows, mt,
+                            nr, b0 == 0);
+            prefetcher.part(xpi);
+          }
+        }
+      }
+    }
+  };
+  if (parallel) {
+    pool.run_fn(pack);
+    pool.run_fn(compute);
+  } else {
+    pack(0, 1);
+    compute(0, 1);
+  }
+}
+
+}  // namespace
+
+void matmul_q8_avx2(const WeightView& w, const float* x, int64_t n, float* y, ThreadPool& pool) {
+  // Tiles (tokens, 8-row vectors) as measured fastest per scheme, all within 16 ymm registers.
+  switch (w.type) {
+    case DType::Q8_0: return gemm<Tile<4, 1, 2, 8, false>>(w, x, n, y, pool);
+    case DType::Q4_0: return gemm<Tile<4, 2, 1, 8, false>>(w, x, n, y, pool);
+    case DType::Q4_1:
+    case DType::Q4_K: return gemm<Tile<4, 2, 1, 8, true>>(w, x, n, y, pool);
+    case DType::Q5_0: return gemm<Tile<4, 2, 1, 4, false>>(w, x, n, y, pool);
+    case DType::Q5_1:
+    case DType::Q5_K: return gemm<Tile<4, 2, 1, 4, true>>(w, x, n, y, pool);
+    default: fail("matmul_q8: {} weights have no int8 GEMM", dtype_name(w.type));
+  }
+}
+
+#else
+
+void matmul_q8_avx2(const WeightView&, const float*, int64_t, float*, ThreadPool&) {
+  fail("matmul_q8: this level has no AVX2 int8 GEMM");
+}
+
+#endif
+
+}  // namespace kvslim::KVSLIM_ISA_NS::detail
