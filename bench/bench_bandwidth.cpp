@@ -9,7 +9,10 @@
 #include <new>
 #include <string>
 
-#include "tensor/simd.h"
+#if defined(__AVX512F__)
+#include <immintrin.h>  // a -DKVSLIM_NATIVE=ON build on an AVX-512 machine
+#endif
+
 #include "util/thread_pool.h"
 
 namespace {
