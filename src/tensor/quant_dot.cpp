@@ -48,6 +48,7 @@ size_t quant_activation_bytes(DType type, int64_t n) {
 
 namespace {
 
+#if defined(KVSLIM_HAS_AVX512VNNI)
 // The Q4_0 group layout of QuantActivations (q4_halves, q4_init, q4_scale) from the q8_0
 // activations (q, d).
 void prepare_q4_groups(const int8_t* q, const float* d, int64_t n, int8_t* halves, int32_t* init, float* scale) {
@@ -65,6 +66,7 @@ void prepare_q4_groups(const int8_t* q, const float* d, int64_t n, int8_t* halve
     }
   }
 }
+#endif
 
 }  // namespace
 
@@ -90,6 +92,8 @@ QuantActivations prepare_quant_activations(DType type, const float* x, int64_t n
   a.d = q8.scale;
   a.sum = sums;
   a.lane_corr = q8.lane_corr;
+#if defined(KVSLIM_HAS_AVX512VNNI)
+  // Only this level's q4_0 kernel (quant_dot_simd.cpp, dot_q4_0_512) reads the group layout.
   if (type == DType::Q4_0) {
     // 64-byte aligned: the legacy part's size is a multiple of 64, and groups * 128 is too.
     auto* halves = reinterpret_cast<int8_t*>(static_cast<uint8_t*>(buffer) + q8_activation_bytes(n) +
@@ -101,6 +105,7 @@ QuantActivations prepare_quant_activations(DType type, const float* x, int64_t n
     a.q4_init = init;
     a.q4_scale = scale;
   }
+#endif
   return a;
 }
 
