@@ -86,7 +86,8 @@ const float* row_f32(const uint8_t* row, int hd, float* buffer) {
 //
 // `row(j)` gives the j-th stored key (or value) row the kernel reads: consecutive rows of a page
 // for dense attention, gathered cache indices for sparse attention. Scores of head g are at
-// s[g * s_stride + j]. `buffer` (head_dim floats) holds a decoded row on the generic path.
+// s[g * s_stride + j]. `buffer` (kDecodeRowBlock * head_dim floats) holds decoded rows.
+constexpr int64_t kDecodeRowBlock = 8;
 
 // Generic path (any head_dim, any instruction set): every row is read once for all heads.
 template <class Codec, class Row>
@@ -248,34 +249,67 @@ inline const float* row_f32_avx2(const uint8_t* row, int hd, float* buffer) {
   }
 }
 
+// The eight horizontal sums of a[0..7], in order, as one vector.
+inline __m256 reduce8(const __m256* a) {
+  // hadd twice leaves, per 128-bit lane, [a0, a1, a2, a3] (u0) and [a4 .. a7] (u1) half-sums.
+  const __m256 u0 = _mm256_hadd_ps(_mm256_hadd_ps(a[0], a[1]), _mm256_hadd_ps(a[2], a[3]));
+  const __m256 u1 = _mm256_hadd_ps(_mm256_hadd_ps(a[4], a[5]), _mm256_hadd_ps(a[6], a[7]));
+  return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
+}
+
+// Rows are taken eight at a time (decoded into `buffer`, 8 * hd floats): per head, eight dot
+// products share each load of the query and end in one transposing reduction and one store of
+// eight scores, instead of a horizontal sum per score.
 template <class Codec, class Row>
 void score_rows_avx2(const float* q, int hd, int n_heads, Row row, int64_t rows, float scale, float* s,
                      int64_t s_stride, float* buffer) {
-  for (int64_t j = 0; j < rows; ++j) {
+  const __m256 vscale = _mm256_set1_ps(scale);
+  int64_t j = 0;
+  for (; j + 8 <= rows; j += 8) {
+    const float* k[8];
+    for (int r = 0; r < 8; ++r) k[r] = row_f32_avx2<Codec>(row(j + r), hd, buffer + r * hd);
+    for (int g = 0; g < n_heads; ++g) {
+      const float* qg = q + int64_t(g) * hd;
+      __m256 acc[8];
+      __m256 qv = _mm256_loadu_ps(qg);
+      for (int r = 0; r < 8; ++r) acc[r] = _mm256_mul_ps(qv, _mm256_loadu_ps(k[r]));
+      for (int i = 8; i < hd; i += 8) {
+        qv = _mm256_loadu_ps(qg + i);
+        for (int r = 0; r < 8; ++r) acc[r] = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k[r] + i), acc[r]);
+      }
+      _mm256_storeu_ps(s + g * s_stride + j, _mm256_mul_ps(reduce8(acc), vscale));
+    }
+  }
+  for (; j < rows; ++j) {
     const float* k = row_f32_avx2<Codec>(row(j), hd, buffer);
     for (int g = 0; g < n_heads; ++g) {
       const float* qg = q + int64_t(g) * hd;
-      __m256 acc0 = _mm256_mul_ps(_mm256_loadu_ps(qg), _mm256_loadu_ps(k)), acc1 = _mm256_setzero_ps();
-      int i = 8;
-      for (; i + 16 <= hd; i += 16) {
-        acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(qg + i), _mm256_loadu_ps(k + i), acc1);
-        acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(qg + i + 8), _mm256_loadu_ps(k + i + 8), acc0);
-      }
-      if (i < hd) acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(qg + i), _mm256_loadu_ps(k + i), acc1);
-      s[g * s_stride + j] = detail::hsum256(_mm256_add_ps(acc0, acc1)) * scale;
+      __m256 acc = _mm256_mul_ps(_mm256_loadu_ps(qg), _mm256_loadu_ps(k));
+      for (int i = 8; i < hd; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(qg + i), _mm256_loadu_ps(k + i), acc);
+      s[g * s_stride + j] = detail::hsum256(acc) * scale;
     }
   }
 }
 
+// Up to eight rows at a time (decoded into `buffer`, 8 * hd floats): each 8-float slice of a
+// head's output is loaded and stored once per block of rows, not once per row.
 template <class Codec, class Row>
 void weighted_rows_avx2(const float* p, int64_t p_stride, int hd, int n_heads, Row row, int64_t rows, float* out,
                         float* buffer) {
-  for (int64_t j = 0; j < rows; ++j) {
-    const float* v = row_f32_avx2<Codec>(row(j), hd, buffer);
+  for (int64_t j = 0; j < rows; j += 8) {
+    const int m = static_cast<int>(std::min<int64_t>(8, rows - j));
+    const float* v[8];
+    for (int r = 0; r < m; ++r) v[r] = row_f32_avx2<Codec>(row(j + r), hd, buffer + r * hd);
     for (int g = 0; g < n_heads; ++g) {
-      const __m256 pj = _mm256_set1_ps(p[g * p_stride + j]);
+      const float* pg = p + g * p_stride + j;
       float* og = out + int64_t(g) * hd;
-      for (int i = 0; i < hd; i += 8) _mm256_storeu_ps(og + i, _mm256_fmadd_ps(pj, _mm256_loadu_ps(v + i), _mm256_loadu_ps(og + i)));
+      __m256 pr[8];
+      for (int r = 0; r < m; ++r) pr[r] = _mm256_set1_ps(pg[r]);
+      for (int i = 0; i < hd; i += 8) {
+        __m256 acc = _mm256_loadu_ps(og + i);
+        for (int r = 0; r < m; ++r) acc = _mm256_fmadd_ps(pr[r], _mm256_loadu_ps(v[r] + i), acc);
+        _mm256_storeu_ps(og + i, acc);
+      }
     }
   }
 }
@@ -361,7 +395,7 @@ void score_all_rows(const PagedKv& kv, const float* q, int n_heads, float scale,
   const int64_t pt = kv.page_tokens;
   const int64_t n = kv.head.size();
   const auto& pages = kv.head.pages();
-  float* buffer = rows_buffer(scratch, hd);
+  float* buffer = rows_buffer(scratch, kDecodeRowBlock * hd);
   const size_t kb = row_bytes(kv.head.key_type(), hd);
   with_codec(kv.head.key_type(), [&](auto codec) {
     using Codec = decltype(codec);
@@ -382,7 +416,7 @@ void decode_dense(const PagedKv& kv, const float* q, int n_heads, float* out, At
   const int64_t n = kv.head.size();
   const auto& pages = kv.head.pages();
   float* s = scores_buffer(scratch, int64_t(n_heads) * n);
-  float* buffer = rows_buffer(scratch, hd);
+  float* buffer = rows_buffer(scratch, kDecodeRowBlock * hd);
   score_all_rows(kv, q, n_heads, 1.0f / std::sqrt(static_cast<float>(hd)), s, n, scratch);
   for (int g = 0; g < n_heads; ++g) {
     softmax_inplace(s + g * n, n);
@@ -483,7 +517,7 @@ void attend_sparse(const PagedKv& kv, std::span<const int32_t> indices, const fl
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   float* s = scores_buffer(scratch, int64_t(n_q_heads) * m);
   const int32_t* idx = indices.data();
-  float* buffer = rows_buffer(scratch, hd);
+  float* buffer = rows_buffer(scratch, kDecodeRowBlock * hd);
   // The chosen rows are scattered over the head's pages, where the hardware prefetcher (which
   // follows sequential streams) does not see them coming: each row read would wait for memory.
   // Asking for the row kPrefetchAhead places ahead keeps that many misses in flight.

@@ -25,7 +25,7 @@ inline int64_t attention_key_chunk(int64_t page_tokens) {
 // the kernels never allocate.
 struct AttentionScratch {
   std::vector<float> scores;
-  std::vector<float> rows;     // decoded rows: one row (decode) or attention_key_chunk rows (prefill)
+  std::vector<float> rows;     // decoded rows: 8 rows (decode) or attention_key_chunk rows (prefill)
   std::vector<float> queries;  // prefill: one query tile, scaled
 };
 
