@@ -73,8 +73,9 @@ inline __m256i fifth_bits(const uint8_t* qh4) {
   return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit), _mm256_set1_epi8(0x10));
 }
 
-template <bool kVnni>
-float dot_legacy(DType type, const uint8_t* row, const QuantActivations& xa, size_t pf) {
+// `type` is a template argument so that each type's loop is compiled without the switch.
+template <bool kVnni, DType type>
+float dot_legacy(const uint8_t* row, const QuantActivations& xa, size_t pf) {
   const int64_t nb = xa.n / kQ4Block;
   __m256 accs[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};  // even / odd blocks
   float corr = 0;  // the offsets / mins, through the activation sums
@@ -202,12 +203,26 @@ inline __m256i pick_scales(__m256i sc, int a, int b) {
   return _mm256_shuffle_epi8(sc, _mm256_inserti128_si256(_mm256_castsi128_si256(spread_index(a)), spread_index(b), 1));
 }
 
-inline __m256i broadcast8x16(const int16_t* s) {
-  return _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s)));
+// q3_K's twelve scale bytes as its 16 signed scales s_j - 32, int16, computed four at a time in
+// 32-bit words from the layout q3k_scale (quant_blocks.h) reads one value at a time: scale j
+// takes its low 4 bits from a nibble of bytes 0-7 (j < 8: low nibble of byte j, else the high
+// nibble of byte j - 8) and its top 2 bits from bits 2 (j / 4) of byte 8 + j % 4. (A scalar
+// loop through a stack array cost a store-to-load forwarding stall per super-block.)
+inline __m256i q3k_scales(const uint8_t* scales) {
+  uint32_t w0, w1, w2;
+  std::memcpy(&w0, scales, 4);
+  std::memcpy(&w1, scales + 4, 4);
+  std::memcpy(&w2, scales + 8, 4);
+  const uint32_t low4 = 0x0F0F0F0Fu, low2 = 0x03030303u;
+  const __m128i words = _mm_setr_epi32(static_cast<int>((w0 & low4) | ((w2 & low2) << 4)),
+                                       static_cast<int>((w1 & low4) | (((w2 >> 2) & low2) << 4)),
+                                       static_cast<int>(((w0 >> 4) & low4) | (((w2 >> 4) & low2) << 4)),
+                                       static_cast<int>(((w1 >> 4) & low4) | (((w2 >> 6) & low2) << 4)));
+  return _mm256_sub_epi16(_mm256_cvtepu8_epi16(words), _mm256_set1_epi16(32));
 }
 
-template <bool kVnni>
-float dot_k(DType type, const uint8_t* row, const QuantActivations& xa, size_t pf) {
+template <bool kVnni, DType type>
+float dot_k(const uint8_t* row, const QuantActivations& xa, size_t pf) {
   const int64_t nb = xa.n / kQK;
   const size_t bb = dtype_block_bytes(type);
   const __m256i m2 = _mm256_set1_epi8(3), m4 = _mm256_set1_epi8(0x0F), m1 = _mm256_set1_epi8(1);
@@ -226,15 +241,14 @@ float dot_k(DType type, const uint8_t* row, const QuantActivations& xa, size_t p
     switch (type) {
       case DType::Q2_K: {
         const auto& blk = *reinterpret_cast<const BlockQ2_K*>(blkp);
-        alignas(32) int16_t sc[16], mn[16];
-        for (int j = 0; j < 16; ++j) {
-          sc[j] = blk.scales[j] & 0xF;
-          mn[j] = blk.scales[j] >> 4;
-        }
+        // The 16 scales (low nibbles) and mins (high nibbles) widened in registers.
+        const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.scales));
+        const __m256i sc16 = _mm256_cvtepu8_epi16(_mm_and_si128(packed, _mm_set1_epi8(0x0F)));
+        const __m256i mn16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(packed, 4), _mm_set1_epi8(0x0F)));
 #pragma GCC unroll 2
         for (int h = 0; h < 2; ++h) {
           const __m256i v = load32(blk.qs + 32 * h);
-          const __m256i s = broadcast8x16(sc + 8 * h);
+          const __m256i s = h == 0 ? _mm256_permute2x128_si256(sc16, sc16, 0x00) : _mm256_permute2x128_si256(sc16, sc16, 0x11);
 #pragma GCC unroll 4
           for (int k = 0; k < 4; ++k) {
             const __m256i w = _mm256_and_si256(_mm256_srli_epi16(v, 2 * k), m2);
@@ -242,20 +256,19 @@ float dot_k(DType type, const uint8_t* row, const QuantActivations& xa, size_t p
           }
         }
         isum = _mm256_add_epi32(is[0], is[1]);
-        const __m256i msum = _mm256_madd_epi16(bsums, _mm256_load_si256(reinterpret_cast<const __m256i*>(mn)));
+        const __m256i msum = _mm256_madd_epi16(bsums, mn16);
         acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(x.d * h2f(blk.d)), acc);
         acc_min = _mm256_fmadd_ps(_mm256_cvtepi32_ps(msum), _mm256_set1_ps(-x.d * h2f(blk.dmin)), acc_min);
         break;
       }
       case DType::Q3_K: {
         const auto& blk = *reinterpret_cast<const BlockQ3_K*>(blkp);
-        alignas(32) int16_t sc[16];
-        for (int j = 0; j < 16; ++j) sc[j] = static_cast<int16_t>(q3k_scale(blk.scales, j) - 32);
+        const __m256i sc16 = q3k_scales(blk.scales);
         const __m256i hm = load32(blk.hmask);
 #pragma GCC unroll 2
         for (int h = 0; h < 2; ++h) {
           const __m256i v = load32(blk.qs + 32 * h);
-          const __m256i s = broadcast8x16(sc + 8 * h);
+          const __m256i s = h == 0 ? _mm256_permute2x128_si256(sc16, sc16, 0x00) : _mm256_permute2x128_si256(sc16, sc16, 0x11);
 #pragma GCC unroll 4
           for (int k = 0; k < 4; ++k) {
             const __m256i high = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hm, 4 * h + k), m1), 2);
@@ -264,7 +277,7 @@ float dot_k(DType type, const uint8_t* row, const QuantActivations& xa, size_t p
           }
         }
         // - 4 * sum_j s_j * bsum_j
-        const __m256i off = _mm256_madd_epi16(bsums, _mm256_load_si256(reinterpret_cast<const __m256i*>(sc)));
+        const __m256i off = _mm256_madd_epi16(bsums, sc16);
         isum = _mm256_sub_epi32(_mm256_add_epi32(is[0], is[1]), _mm256_slli_epi32(off, 2));
         acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(x.d * h2f(blk.d)), acc);
         break;
@@ -366,7 +379,6 @@ template <bool kVnni>
 void dot_rows(const WeightView& w, const QuantActivations& xa, int64_t r0, int64_t r1, float* y) {
   // Prefetch about 4 KiB ahead (rows are short; see matvec.cpp).
   const size_t pf = std::max<size_t>(row_bytes(w.type, w.cols), 4096);
-  const bool k = dtype_block_size(w.type) == kQK;
 #if defined(KVSLIM_QDOT_Q4_0_512)
   if (kVnni && w.type == DType::Q4_0) {
     for (int64_t r = r0; r < r1; ++r) y[r - r0] = dot_q4_0_512(w.row(r), xa, pf);
@@ -377,8 +389,20 @@ void dot_rows(const WeightView& w, const QuantActivations& xa, int64_t r0, int64
     for (int64_t r = r0; r < r1; ++r) y[r - r0] = dot_q4_0_avx2(w.row(r), xa, pf);
     return;
   }
-  for (int64_t r = r0; r < r1; ++r) {
-    y[r - r0] = k ? dot_k<kVnni>(w.type, w.row(r), xa, pf) : dot_legacy<kVnni>(w.type, w.row(r), xa, pf);
+  auto rows = [&](auto dot) {
+    for (int64_t r = r0; r < r1; ++r) y[r - r0] = dot(w.row(r), xa, pf);
+  };
+  switch (w.type) {
+    case DType::Q4_0: return rows(dot_legacy<kVnni, DType::Q4_0>);
+    case DType::Q4_1: return rows(dot_legacy<kVnni, DType::Q4_1>);
+    case DType::Q5_0: return rows(dot_legacy<kVnni, DType::Q5_0>);
+    case DType::Q5_1: return rows(dot_legacy<kVnni, DType::Q5_1>);
+    case DType::Q2_K: return rows(dot_k<kVnni, DType::Q2_K>);
+    case DType::Q3_K: return rows(dot_k<kVnni, DType::Q3_K>);
+    case DType::Q4_K: return rows(dot_k<kVnni, DType::Q4_K>);
+    case DType::Q5_K: return rows(dot_k<kVnni, DType::Q5_K>);
+    case DType::Q6_K: return rows(dot_k<kVnni, DType::Q6_K>);
+    default: fail("no integer dot product for {} weights", dtype_name(w.type));
   }
 }
 
