@@ -45,7 +45,8 @@ constexpr int kNR = 12;  // weight rows per micro-tile (three 4-float vectors)
 constexpr int kMR = 4;
 constexpr int kNR = 8;
 #endif
-constexpr int64_t kKC = 256;  // depth of one K slice (multiple of 256 so every block type stays whole)
+constexpr int64_t kKC = 256;
+constexpr int64_t kPrefetchPanels = 8;  // token panels over which the next weight slice is prefetched  // depth of one K slice (multiple of 256 so every block type stays whole)
 
 // Packs tokens [t0, t0 + kMR) of x (n x k, row-major) as dst[kk * kMR + t]; missing tokens are 0.
 // For block-quantised weights, each row is first rounded through the activation quantisation
@@ -94,6 +95,18 @@ inline __m512 load16_as_f32(DType type, const uint8_t* row, int64_t k, __mmask16
   return _mm512_setzero_ps();
 }
 #define KVSLIM_TRANSPOSE_PACK 1
+#elif defined(KVSLIM_HAS_AVX2) && defined(KVSLIM_HAS_F16C)
+// 8 consecutive values of a row as f32.
+inline __m256 load8_as_f32(DType type, const uint8_t* row, int64_t k) {
+  switch (type) {
+    case DType::F16: return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(reinterpret_cast<const uint16_t*>(row) + k)));
+    case DType::BF16:
+      return _mm256_castsi256_ps(_mm256_slli_epi32(
+          _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(reinterpret_cast<const uint16_t*>(row) + k))), 16));
+    default: return _mm256_loadu_ps(reinterpret_cast<const float*>(row) + k);  // f32 (block types: their f32 copy)
+  }
+}
+#define KVSLIM_TRANSPOSE_PACK_AVX2 1
 #endif
 
 // Converts rows [r0, r0 + kNR) x columns [k0, k0 + kc) of w to f32 as dst[kk * kNR + j];
@@ -127,6 +140,49 @@ void pack_w_panel(const WeightView& w, int64_t r0, int64_t k0, int64_t kc, float
       }
       detail::transpose16x16_ps(v);
       for (int c = 0; c < cols; ++c) _mm512_storeu_ps(dst + (kk + c) * kNR + 16 * half, v[c]);
+    }
+  }
+#elif defined(KVSLIM_TRANSPOSE_PACK_AVX2)
+  // Rows are converted 8 values at a time and transposed in registers, 8 rows per tile, straight
+  // from the weights (a separate conversion pass through tmp and a scalar transpose cost 12% of
+  // an F16 prefill). Columns past the last multiple of 8 are packed one by one.
+  const bool blocks = dtype_is_quantized(w.type);
+  const uint8_t* rows[kNR];
+  for (int j = 0; j < kNR; ++j) {
+    if (j >= nr) {
+      rows[j] = nullptr;
+    } else if (blocks) {
+      KVSLIM_ISA_NS::convert_to_f32(w.type, w.row(r0 + j) + row_bytes(w.type, k0), tmp + j * kKC, kc);
+      rows[j] = reinterpret_cast<const uint8_t*>(tmp + j * kKC);
+    } else {
+      rows[j] = w.row(r0 + j);
+    }
+  }
+  const DType src_type = blocks ? DType::F32 : w.type;
+  const int64_t base = blocks ? 0 : k0;
+  const int64_t kc8 = kc / 8 * 8;
+  for (int64_t kk = 0; kk < kc8; kk += 8) {
+    for (int half = 0; half < kNR / 8; ++half) {
+      __m256 v[8];
+      for (int i = 0; i < 8; ++i) {
+        const uint8_t* row = rows[8 * half + i];
+        v[i] = row != nullptr ? load8_as_f32(src_type, row, base + kk) : _mm256_setzero_ps();
+      }
+      detail::transpose8x8_ps(v);
+      for (int c = 0; c < 8; ++c) _mm256_storeu_ps(dst + (kk + c) * kNR + 8 * half, v[c]);
+    }
+  }
+  for (int64_t kk = kc8; kk < kc; ++kk) {
+    for (int j = 0; j < kNR; ++j) {
+      float v = 0.0f;
+      if (rows[j] != nullptr) {
+        switch (src_type) {
+          case DType::F16: v = fp16_to_fp32(reinterpret_cast<const uint16_t*>(rows[j])[base + kk]); break;
+          case DType::BF16: v = bf16_to_fp32(reinterpret_cast<const uint16_t*>(rows[j])[base + kk]); break;
+          default: v = reinterpret_cast<const float*>(rows[j])[base + kk]; break;
+        }
+      }
+      dst[kk * kNR + j] = v;
     }
   }
 #else
@@ -467,12 +523,14 @@ void gemm_panels(const WeightView& w, const GemmOperands& op, ThreadPool* pool) 
       for (int64_t k0 = 0; k0 < k; k0 += kKC) {
         const int64_t kc = std::min(kKC, k - k0);
         for (int64_t p = p0; p < p1; ++p) P::pack_w(w, p * kNR, k0, kc, wbuf + (p - p0) * P::kWElems, tmp);
-        // While this slice is computed, the next one's weights (or the next chunk's, which the
-        // queue may hand to this thread) are pulled towards the cache.
+        // While the last token panels of this slice are computed, the next slice's weights are
+        // pulled towards the cache. Not earlier: the token panels stream through L1 and L2 (512
+        // tokens of a slice are 512 KiB of f32) and would evict them again before their use.
         const int64_t next_k0 = k0 + kKC;
         const bool more = P::kPrefetchWeights && next_k0 < k;
+        const int64_t window = std::min<int64_t>(n_xpanels, kPrefetchPanels);
         const detail::PanelPrefetcher prefetcher(w, p0 * kNR, more ? std::min(w.rows, p1 * kNR) : p0 * kNR, next_k0,
-                                                 more ? std::min(kKC, k - next_k0) : 0, n_xpanels);
+                                                 more ? std::min(kKC, k - next_k0) : 0, window);
         for (int64_t xpi = 0; xpi < n_xpanels; ++xpi) {
           const int64_t t0 = xpi * kMR;
           const int mt = static_cast<int>(std::min<int64_t>(kMR, n - t0));
@@ -482,7 +540,7 @@ void gemm_panels(const WeightView& w, const GemmOperands& op, ThreadPool* pool) 
             P::kernel(xp + xpi * x_panel + P::x_offset(k0), wbuf + (p - p0) * P::kWElems, kc, y + t0 * op.ldy + r0,
                       op.ldy, mt, nr, k0 == 0 && !op.accumulate);
           }
-          prefetcher.part(xpi);
+          if (xpi >= n_xpanels - window) prefetcher.part(xpi - (n_xpanels - window));
         }
       }
     }
