@@ -109,26 +109,40 @@ inline __m256 load8_as_f32(DType type, const uint8_t* row, int64_t k) {
 #define KVSLIM_TRANSPOSE_PACK_AVX2 1
 #endif
 
+#if defined(KVSLIM_TRANSPOSE_PACK) || defined(KVSLIM_TRANSPOSE_PACK_AVX2)
+// Where the register-transposing packs read rows [r0, r0 + nr) of a K slice from: the weights
+// themselves for the float types, their f32 dequantisation (into tmp, kKC floats a row) for the
+// block types. Rows from nr to kNR are null (packed as 0).
+struct PanelRows {
+  const uint8_t* rows[kNR];
+  DType type;    // what the rows hold
+  int64_t base;  // the column in rows[j] where the slice starts
+};
+PanelRows panel_rows(const WeightView& w, int64_t r0, int nr, int64_t k0, int64_t kc, float* tmp) {
+  const bool blocks = dtype_is_quantized(w.type);
+  PanelRows p{{}, blocks ? DType::F32 : w.type, blocks ? 0 : k0};
+  for (int j = 0; j < nr; ++j) {
+    if (blocks) {
+      KVSLIM_ISA_NS::convert_to_f32(w.type, w.row(r0 + j) + row_bytes(w.type, k0), tmp + j * kKC, kc);
+      p.rows[j] = reinterpret_cast<const uint8_t*>(tmp + j * kKC);
+    } else {
+      p.rows[j] = w.row(r0 + j);
+    }
+  }
+  return p;
+}
+#endif
+
 // Converts rows [r0, r0 + kNR) x columns [k0, k0 + kc) of w to f32 as dst[kk * kNR + j];
 // rows past the end are 0. tmp holds kNR * kKC floats (used for the block types only).
 void pack_w_panel(const WeightView& w, int64_t r0, int64_t k0, int64_t kc, float* dst, float* tmp) {
   const int nr = static_cast<int>(std::min<int64_t>(kNR, w.rows - r0));
 #if defined(KVSLIM_TRANSPOSE_PACK)
   // Rows are converted 16 values at a time and transposed in registers, 16 rows per tile.
-  const bool q8 = dtype_is_quantized(w.type);
-  const uint8_t* rows[kNR];
-  for (int j = 0; j < kNR; ++j) {
-    if (j >= nr) {
-      rows[j] = nullptr;
-    } else if (q8) {
-      KVSLIM_ISA_NS::convert_to_f32(w.type, w.row(r0 + j) + row_bytes(w.type, k0), tmp + j * kKC, kc);
-      rows[j] = reinterpret_cast<const uint8_t*>(tmp + j * kKC);
-    } else {
-      rows[j] = w.row(r0 + j);
-    }
-  }
-  const DType src_type = q8 ? DType::F32 : w.type;
-  const int64_t base = q8 ? 0 : k0;
+  const PanelRows src = panel_rows(w, r0, nr, k0, kc, tmp);
+  const uint8_t* const* rows = src.rows;
+  const DType src_type = src.type;
+  const int64_t base = src.base;
   for (int64_t kk = 0; kk < kc; kk += 16) {
     const int cols = static_cast<int>(std::min<int64_t>(16, kc - kk));
     const __mmask16 m = cols == 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << cols) - 1);
@@ -146,20 +160,10 @@ void pack_w_panel(const WeightView& w, int64_t r0, int64_t k0, int64_t kc, float
   // Rows are converted 8 values at a time and transposed in registers, 8 rows per tile, straight
   // from the weights (a separate conversion pass through tmp and a scalar transpose cost 12% of
   // an F16 prefill). Columns past the last multiple of 8 are packed one by one.
-  const bool blocks = dtype_is_quantized(w.type);
-  const uint8_t* rows[kNR];
-  for (int j = 0; j < kNR; ++j) {
-    if (j >= nr) {
-      rows[j] = nullptr;
-    } else if (blocks) {
-      KVSLIM_ISA_NS::convert_to_f32(w.type, w.row(r0 + j) + row_bytes(w.type, k0), tmp + j * kKC, kc);
-      rows[j] = reinterpret_cast<const uint8_t*>(tmp + j * kKC);
-    } else {
-      rows[j] = w.row(r0 + j);
-    }
-  }
-  const DType src_type = blocks ? DType::F32 : w.type;
-  const int64_t base = blocks ? 0 : k0;
+  const PanelRows src = panel_rows(w, r0, nr, k0, kc, tmp);
+  const uint8_t* const* rows = src.rows;
+  const DType src_type = src.type;
+  const int64_t base = src.base;
   const int64_t kc8 = kc / 8 * 8;
   for (int64_t kk = 0; kk < kc8; kk += 8) {
     for (int half = 0; half < kNR / 8; ++half) {
