@@ -20,17 +20,12 @@
 #include "tensor/kernels.h"
 #include "tensor/ops.h"
 #include "util/thread_pool.h"
+#include "random_values.h"
 
 namespace kvslim {
 namespace {
 
-std::vector<float> normal_vec(size_t n, uint32_t seed, float scale = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(0.0f, scale);
-  std::vector<float> v(n);
-  for (auto& x : v) x = dist(rng);
-  return v;
-}
+using test::normal_vec;
 
 // The levels to compare with scalar (all supported ones but scalar itself).
 std::vector<Isa> higher_levels() {

@@ -14,17 +14,12 @@
 #include "tensor/isa.h"
 #include "tensor/ops.h"
 #include "util/thread_pool.h"
+#include "random_values.h"
 
 namespace kvslim {
 namespace {
 
-std::vector<float> random_floats(size_t n, uint64_t seed, float stddev = 1.0f) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> nd(0.0f, stddev);
-  std::vector<float> v(n);
-  for (auto& x : v) x = nd(rng);
-  return v;
-}
+using test::normal_vec;
 
 struct Weights {
   std::vector<uint8_t> bytes;
@@ -34,7 +29,7 @@ struct Weights {
 
 Weights make_weights(DType t, int64_t rows, int64_t cols, uint64_t seed) {
   Weights w;
-  const auto src = random_floats(static_cast<size_t>(rows * cols), seed, 0.05f);
+  const auto src = normal_vec(static_cast<size_t>(rows * cols), seed, 0.05f);
   const size_t rb = row_bytes(t, cols);
   w.bytes.resize(rb * static_cast<size_t>(rows));
   w.deq.resize(static_cast<size_t>(rows * cols));
@@ -59,7 +54,7 @@ std::vector<double> magnitudes(const Weights& w, const float* x) {
 // the scalar level's.
 void check_matvec(DType t, int64_t rows, int64_t cols) {
   const Weights w = make_weights(t, rows, cols, 7 + static_cast<uint64_t>(t));
-  auto x = random_floats(static_cast<size_t>(cols), 3);
+  auto x = normal_vec(static_cast<size_t>(cols), 3);
   x[1] = 5.0f;
   const auto mag = magnitudes(w, x.data());
   ThreadPool pool(1);
@@ -105,7 +100,7 @@ TEST(IsaKernels, MatvecBlockTypesMatchScalarLevel) {
 TEST(IsaKernels, BlockTypesAutoPathMatchesScalarPathAtEveryLevel) {
   for (DType t : {DType::Q4_0, DType::Q4_K, DType::Q6_K}) {
     const Weights w = make_weights(t, 5, 512, 21);
-    const auto x = random_floats(512, 22);
+    const auto x = normal_vec(512, 22);
     const auto mag = magnitudes(w, x.data());
     ThreadPool pool(1);
     for (Isa isa : supported_isas()) {
@@ -125,7 +120,7 @@ TEST(IsaKernels, GemmMatchesScalarLevel) {
     for (int64_t n : {2, 5, 9, 17}) {
       const int64_t rows = 37, cols = t == DType::Q6_K ? 512 : 300;
       const Weights w = make_weights(t, rows, cols, 31 + n);
-      const auto x = random_floats(static_cast<size_t>(n * cols), 41 + n);
+      const auto x = normal_vec(static_cast<size_t>(n * cols), 41 + n);
       ThreadPool pool(2);
       std::vector<float> want(static_cast<size_t>(n * rows));
       {
@@ -155,9 +150,9 @@ TEST(IsaKernels, GemmMatchesScalarLevel) {
 
 TEST(IsaKernels, GemmF32NtAccumulatesLikeScalarLevel) {
   const int64_t n = 11, rows = 29, k = 70, ldx = 75, ldy = 33;
-  const auto x = random_floats(static_cast<size_t>(n * ldx), 51);
-  const auto w = random_floats(static_cast<size_t>(rows * k), 52);
-  const auto y0 = random_floats(static_cast<size_t>(n * ldy), 53);
+  const auto x = normal_vec(static_cast<size_t>(n * ldx), 51);
+  const auto w = normal_vec(static_cast<size_t>(rows * k), 52);
+  const auto y0 = normal_vec(static_cast<size_t>(n * ldy), 53);
   std::vector<float> want = y0;
   {
     ScopedIsa scalar(Isa::Scalar);
@@ -181,8 +176,8 @@ TEST(IsaKernels, GemmF32NtAccumulatesLikeScalarLevel) {
 
 TEST(IsaKernels, DotAndRmsnormMatchScalarLevel) {
   for (int64_t n : {1, 5, 16, 37, 64, 100, 2048}) {
-    const auto a = random_floats(static_cast<size_t>(n), 61 + n), b = random_floats(static_cast<size_t>(n), 62 + n);
-    const auto w = random_floats(static_cast<size_t>(n), 63 + n);
+    const auto a = normal_vec(static_cast<size_t>(n), 61 + n), b = normal_vec(static_cast<size_t>(n), 62 + n);
+    const auto w = normal_vec(static_cast<size_t>(n), 63 + n);
     double mag = 0;
     for (int64_t i = 0; i < n; ++i) mag += std::fabs(double(a[i]) * b[i]);
     float want_dot;
@@ -206,7 +201,7 @@ TEST(IsaKernels, DotAndRmsnormMatchScalarLevel) {
 
 // The bulk f16 / bf16 conversions give the scalar level's bits at every level.
 TEST(IsaKernels, HalfConversionsMatchScalarLevelBitForBit) {
-  auto x = random_floats(1003, 71, 100.0f);
+  auto x = normal_vec(1003, 71, 100.0f);
   x[0] = 65520.0f;
   x[1] = 1e-7f;
   x[2] = -0.0f;

@@ -17,9 +17,12 @@
 #include "tensor/ops.h"
 #include "util/error.h"
 #include "util/thread_pool.h"
+#include "random_values.h"
 
 namespace kvslim {
 namespace {
+
+using test::normal_vec;
 
 uint32_t bits_of(float f) {
   uint32_t u;
@@ -30,14 +33,6 @@ float float_of(uint32_t u) {
   float f;
   std::memcpy(&f, &u, 4);
   return f;
-}
-
-std::vector<float> random_vec(size_t n, uint32_t seed, float stddev = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(0.0f, stddev);
-  std::vector<float> v(n);
-  for (auto& x : v) x = dist(rng);
-  return v;
 }
 
 constexpr DType kAllTypes[] = {DType::F32, DType::F16, DType::BF16, DType::Q8_0};
@@ -53,7 +48,7 @@ struct TestWeights {
 
 TestWeights make_weights(DType type, int64_t rows, int64_t cols, uint32_t seed) {
   TestWeights w{type, rows, cols, {}, {}};
-  const auto src = random_vec(static_cast<size_t>(rows * cols), seed);
+  const auto src = normal_vec(static_cast<size_t>(rows * cols), seed);
   const size_t rb = row_bytes(type, cols);
   w.data.resize(rb * static_cast<size_t>(rows));
   w.deq.resize(static_cast<size_t>(rows * cols));
@@ -314,7 +309,7 @@ TEST(OpsQ8, HandComputedBlocks) {
 
 TEST(OpsQ8, MatchesGgmlReferenceOnRandomData) {
   const int64_t n = 32 * 257;
-  auto x = random_vec(static_cast<size_t>(n), 99, 3.0f);
+  auto x = normal_vec(static_cast<size_t>(n), 99, 3.0f);
   x[5] = 0.0f;
   for (int j = 0; j < 32; ++j) x[64 + j] = 0.0f;  // an all-zero block
   std::vector<BlockQ8_0> got(static_cast<size_t>(n / 32));
@@ -345,7 +340,7 @@ TEST_P(OpsMatvec, MatchesDoubleReference) {
   for (int64_t cols : col_sizes) {
     for (int64_t rows : {1, 3, 17, 64, 301}) {
       const TestWeights w = make_weights(type, rows, cols, seed++);
-      const auto x = random_vec(static_cast<size_t>(cols), seed++);
+      const auto x = normal_vec(static_cast<size_t>(cols), seed++);
       std::vector<float> y(static_cast<size_t>(rows), -1.0f);
       matvec(w.view(), x.data(), y.data(), pool);
       for (int64_t r = 0; r < rows; ++r) {
@@ -371,7 +366,7 @@ TEST_P(OpsMatvec, OneAndTwoThreadsBitIdentical) {
   ThreadPool one(1), two(2), three(3);
   for (auto [rows, cols] : {std::pair<int64_t, int64_t>{301, 2048}, {67, 2080}, {1030, 512}, {5, 4096}}) {
     const TestWeights w = make_weights(type, rows, cols, 5);
-    const auto x = random_vec(static_cast<size_t>(cols), 6);
+    const auto x = normal_vec(static_cast<size_t>(cols), 6);
     std::vector<float> y1(static_cast<size_t>(rows)), y2(y1.size()), y3(y1.size());
     matvec(w.view(), x.data(), y1.data(), one);
     matvec(w.view(), x.data(), y2.data(), two);
@@ -389,7 +384,7 @@ TEST_P(OpsMatvec, MultiEqualsSeparateMatvecs) {
   const int64_t cols = 2048;
   const TestWeights a = make_weights(type, 301, cols, 11), b = make_weights(type, 64, cols, 12),
                     c = make_weights(type, 1030, cols, 13);
-  const auto x = random_vec(static_cast<size_t>(cols), 14);
+  const auto x = normal_vec(static_cast<size_t>(cols), 14);
   const WeightView views[] = {a.view(), b.view(), c.view()};
   std::vector<std::vector<float>> separate(3);
   for (int i = 0; i < 3; ++i) {
@@ -448,7 +443,7 @@ TEST_P(OpsMatmul, MatchesDoubleReference) {
   if (type != DType::Q8_0) all.insert(all.end(), {{3, 5, 1}, {14, 19, 7}, {26, 40, 300}, {13, 33, 517}});
   for (const Shape& s : all) {
     const TestWeights w = make_weights(type, s.rows, s.cols, seed++);
-    const auto x = random_vec(static_cast<size_t>(s.n * s.cols), seed++);
+    const auto x = normal_vec(static_cast<size_t>(s.n * s.cols), seed++);
     std::vector<float> y(static_cast<size_t>(s.n * s.rows), -1.0f);
     matmul(w.view(), x.data(), s.n, y.data(), pool);
     for (int64_t t = 0; t < s.n; ++t) {
@@ -477,7 +472,7 @@ TEST_P(OpsMatmul, ThreadCountDoesNotChangeResults) {
   ThreadPool one(1), two(2), three(3);
   const int64_t n = 41, rows = 133, cols = 1024;
   const TestWeights w = make_weights(type, rows, cols, 7);
-  const auto x = random_vec(static_cast<size_t>(n * cols), 8);
+  const auto x = normal_vec(static_cast<size_t>(n * cols), 8);
   std::vector<float> y1(static_cast<size_t>(n * rows)), y2(y1.size()), y3(y1.size());
   matmul(w.view(), x.data(), n, y1.data(), one);
   matmul(w.view(), x.data(), n, y2.data(), two);
@@ -499,9 +494,9 @@ TEST(OpsGemmF32, StridedNtAndNnMatchDoubleReferenceAndAccumulate) {
   for (const Shape sh : {Shape{1, 1, 1}, Shape{13, 33, 64}, Shape{128, 256, 64}, Shape{25, 64, 300}, Shape{7, 5, 17},
                          Shape{3, 4, 0}}) {
     const int64_t ldx = sh.k + 3, ldy = sh.rows + 5;
-    const auto x = random_vec(size_t(sh.n * ldx), seed++);
-    const auto w = random_vec(size_t(sh.rows * sh.k), seed++);  // nt: rows x k; nn: read as k x rows
-    const auto y0 = random_vec(size_t(sh.n * ldy), seed++);
+    const auto x = normal_vec(size_t(sh.n * ldx), seed++);
+    const auto w = normal_vec(size_t(sh.rows * sh.k), seed++);  // nt: rows x k; nn: read as k x rows
+    const auto y0 = normal_vec(size_t(sh.n * ldy), seed++);
     for (bool transposed : {false, true}) {
       for (bool accumulate : {false, true}) {
         std::vector<float> y = y0;
@@ -535,8 +530,8 @@ TEST(OpsGemmF32, StridedNtAndNnMatchDoubleReferenceAndAccumulate) {
 
 TEST(OpsElementwise, Rmsnorm) {
   for (int64_t n : {1, 7, 16, 33, 2048}) {
-    const auto x = random_vec(static_cast<size_t>(n), 11);
-    const auto w = random_vec(static_cast<size_t>(n), 12);
+    const auto x = normal_vec(static_cast<size_t>(n), 11);
+    const auto w = normal_vec(static_cast<size_t>(n), 12);
     std::vector<float> y(static_cast<size_t>(n));
     rmsnorm(x.data(), w.data(), y.data(), n, 1e-5f);
     double ss = 0.0;
@@ -545,8 +540,8 @@ TEST(OpsElementwise, Rmsnorm) {
     for (int64_t i = 0; i < n; ++i) ASSERT_NEAR(y[i], x[i] * scale * w[i], 1e-5 * std::fabs(x[i] * scale * w[i]) + 1e-7);
   }
   // In place is allowed.
-  auto x = random_vec(100, 13);
-  const auto w = random_vec(100, 14);
+  auto x = normal_vec(100, 13);
+  const auto w = normal_vec(100, 14);
   std::vector<float> expect(100);
   rmsnorm(x.data(), w.data(), expect.data(), 100, 1e-6f);
   rmsnorm(x.data(), w.data(), x.data(), 100, 1e-6f);
@@ -555,7 +550,7 @@ TEST(OpsElementwise, Rmsnorm) {
 
 TEST(OpsElementwise, SoftmaxSumsToOneAndMatchesReference) {
   for (int64_t n : {1, 2, 15, 16, 17, 100, 2048, 4099}) {
-    auto x = random_vec(static_cast<size_t>(n), 21, 5.0f);
+    auto x = normal_vec(static_cast<size_t>(n), 21, 5.0f);
     if (n > 3) x[3] = -std::numeric_limits<float>::infinity();  // a masked entry
     if (n > 10) x[10] = 80.0f;                                     // large logits stay stable
     const auto orig = x;
@@ -594,8 +589,8 @@ TEST(OpsElementwise, ExpAccuracyThroughSoftmax) {
 
 TEST(OpsElementwise, Swiglu) {
   for (int64_t n : {1, 5, 16, 31, 8192}) {
-    auto g = random_vec(static_cast<size_t>(n), 31, 4.0f);
-    const auto u = random_vec(static_cast<size_t>(n), 32);
+    auto g = normal_vec(static_cast<size_t>(n), 31, 4.0f);
+    const auto u = normal_vec(static_cast<size_t>(n), 32);
     if (n > 4) {
       g[0] = 100.0f;
       g[1] = -100.0f;
@@ -615,8 +610,8 @@ TEST(OpsElementwise, Swiglu) {
 
 TEST(OpsElementwise, AddAxpyDot) {
   for (int64_t n : {0, 1, 15, 16, 17, 64, 1000, 2049}) {
-    const auto a = random_vec(static_cast<size_t>(n), 41);
-    const auto b = random_vec(static_cast<size_t>(n), 42);
+    const auto a = normal_vec(static_cast<size_t>(n), 41);
+    const auto b = normal_vec(static_cast<size_t>(n), 42);
     auto y = b;
     add_inplace(y.data(), a.data(), n);
     for (int64_t i = 0; i < n; ++i) ASSERT_EQ(y[i], b[i] + a[i]);
@@ -686,7 +681,7 @@ TEST(OpsRope, FreqFactorsDivideTheAngle) {
 TEST(OpsRope, PartialRotationAndManyHeads) {
   // head_dim 8 with n_rot 4: dims 4..7 of each head are untouched; every head rotates alike.
   const int heads = 3, hd = 8;
-  auto x = random_vec(heads * hd, 51);
+  auto x = normal_vec(heads * hd, 51);
   const auto orig = x;
   RopeConfig cfg;
   cfg.head_dim = hd;
