@@ -1,5 +1,5 @@
-// Selection and pooling shared by every method, on hand-computed cases (METHODS.md
-// "Conventions" and "Small cases").
+// Selection and pooling shared by every method, on hand-computed cases (docs/methods.md, "Rules
+// every method shares": top-k, pooling, a window larger than the budget).
 #include <gtest/gtest.h>
 
 #include "press/select.h"

@@ -1,8 +1,9 @@
-// LookaheadKV's training objective (LookaheadKV §3.2, METHODS.md "LookaheadKV") and its
-// gradient. For one prompt, per (layer, query head): the ground truth is the mean attention of
-// the model's own response queries on the prompt tokens, the prediction the summed attention
-// of the m lookahead queries on them (no pooling); both normalised to sum 1 over the prompt, the
-// loss is the mean over layers and heads of KL(truth || prediction).
+// LookaheadKV's training objective (LookaheadKV §3.2; docs/methods.md, "LookaheadKV: learned
+// lookahead rows") and its gradient. For one prompt, per (layer, query head): the ground truth
+// is the mean attention of the model's own response queries on the prompt tokens, the
+// prediction the summed attention of the m lookahead queries on them (no pooling); both
+// normalised to sum 1 over the prompt, the loss is the mean over layers and heads of
+// KL(truth || prediction).
 //
 // The prompt is frozen and attention is causal, so the prompt's KV is a constant here: only the
 // m lookahead rows run forward (attending to the prompt KV and to earlier lookahead rows, at

@@ -21,7 +21,8 @@ class AttentionAccumulator final : public AttentionProbe {
 
   int64_t n_keys() const { return n_keys_; }
   const float* q_head_sums(int layer, int q_head) const { return &sums_[(size_t(layer) * n_heads_ + q_head) * n_keys_]; }
-  // Mean over the query heads that read `kv_head` (METHODS.md: group reduction by mean).
+  // Mean over the query heads that read `kv_head` (docs/methods.md: a GQA group is reduced by its
+  // mean).
   std::vector<float> group_mean(int layer, int kv_head) const;
 
  private:

@@ -28,7 +28,8 @@ class PressContext {
 
   virtual const ModelConfig& config() const = 0;
   virtual PagedKvCache& cache() = 0;
-  // Prompt tokens kept per (layer, KV head), sinks and windows included (METHODS.md "Budget").
+  // Prompt tokens kept per (layer, KV head), sinks and windows included (docs/methods.md, "Rules
+  // every method shares": what the budget counts).
   virtual int64_t budget() const = 0;
   virtual const std::vector<int32_t>& prompt() const = 0;
   int64_t n_prompt() const { return int64_t(prompt().size()); }
@@ -77,8 +78,8 @@ struct PressState {
 };
 
 // What one (layer, KV head) holds and reads at each decode step, in token-equivalents (one token
-// is its key and value, 2 * head_dim floats), averaged over the heads (METHODS.md: RocketKV
-// reports its storage and traffic so that its budget, a traffic budget, can be checked).
+// is its key and value, 2 * head_dim floats), averaged over the heads (docs/methods.md "rocketkv":
+// RocketKV reports its storage and traffic so that its budget, a traffic budget, can be checked).
 struct TokenCost {
   double storage = 0, traffic = 0;
 };

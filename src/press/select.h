@@ -1,5 +1,6 @@
-// Selection and pooling shared by every method (METHODS.md "Conventions"): top-k with the lower
-// index winning ties, results in ascending order; 1-D max/avg pooling along the sequence.
+// Selection and pooling shared by every method (docs/methods.md, "Rules every method shares"):
+// top-k with the lower index winning ties, results in ascending order; 1-D max/avg pooling along
+// the sequence.
 #pragma once
 
 #include <cstdint>
@@ -22,7 +23,8 @@ std::vector<float> pool1d(std::span<const float> scores, int kernel, PoolKind ki
 
 // Keeps the last `window` of n tokens plus the top (budget - window) of the scored prefix
 // [0, n - window) (prefix_scores has n - window entries). budget <= window keeps the last
-// budget tokens; budget >= n keeps everything (METHODS.md "Small cases").
+// budget tokens; budget >= n keeps everything (docs/methods.md, "Rules every method shares":
+// a window larger than the budget).
 std::vector<int32_t> window_plus_top(std::span<const float> prefix_scores, int64_t n, int64_t window, int64_t budget);
 
 // Decode-time eviction of one token: fills `keep` with every index of `scores` except the

@@ -6,8 +6,8 @@
 // Forced tokens: inner scorers score the tokens they always keep (SnapKV's window, H2O's recent
 // tokens, KeyDiff's newest) as +inf, so they win both the per-head floor and the joint top.
 // A head whose forced tokens alone fill the budget (budget <= window) keeps the inner scorer's
-// own selection of `budget` tokens (the last ones, METHODS.md "Small cases") and takes exactly
-// `budget` of the layer's total.
+// own selection of `budget` tokens (the last ones; docs/methods.md, "Rules every method shares":
+// a window larger than the budget) and takes exactly `budget` of the layer's total.
 //
 // The wrapped method runs unchanged: every hook (probes, begin, block ends, end of prefill, the
 // appended rows DapQ and LookaheadKV score with, decode steps, the extended question) is

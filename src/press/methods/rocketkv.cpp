@@ -10,9 +10,10 @@
 //   Σ_sel q_i*rep_i / sqrt(d * Σ_sel|q| / Σ_all|q|), inherited by the page's tokens; softmax per
 //   head over the tokens, mean over the group; the top k tokens (newest always) are read.
 // When the whole sequence fits the budget (prompt + n_predict <= B) nothing is compressed.
-// mt=true (RocketKV-MT, METHODS.md): stage 1 selects a working set but evicts nothing, so the full KV
-// stays for later turns; stage 2 ranks the working set plus every token appended after the
-// prompt. A turn is one prefill (one generate call), so stage 1 runs once per turn.
+// mt=true (RocketKV-MT, docs/methods.md "rocketkv"): stage 1 selects a working set but evicts
+// nothing, so the full KV stays for later turns; stage 2 ranks the working set plus every token
+// appended after the prompt. A turn is one prefill (one generate call), so stage 1 runs once per
+// turn.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
