@@ -17,8 +17,8 @@ namespace {
 // ---- stored row types ----
 //
 // A codec reads a stored key or value row in its page type: `load(row, c)` gives elements
-// [16c, 16c + 16) as f32 in a register (the f32 codec is a plain load, so f32 pages run the exact
-// instruction sequence they always did); row_f32 decodes a whole row for the generic path.
+// [16c, 16c + 16) as f32 in a register (the f32 codec is a plain load: f32 pages add no
+// conversion); row_f32 decodes a whole row for the generic path.
 // Decoding is exact for f16 and bf16 (every value is a float) and d * q in one rounding for q8_0,
 // the numbers dequantize_row_q8_0 gives: the methods' scores (HeadCache::key_f32) read the same.
 struct F32Codec {
