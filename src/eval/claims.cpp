@@ -243,7 +243,7 @@ std::vector<ClaimRow> claim_rows(const ClaimsPlan& plan, const ClaimsRecords& al
     comparisons.push_back({"LookaheadKV", "scoring costs a fraction of LAQ's (score_ms, LAQ minus LookaheadKV)",
                            qa + "; time in the method's hooks per sample", &aware, "laq", la, "score_ms"});
   }
-  const std::string rk = qa + "; equal traffic: RocketKV's B is its per-step traffic (METHODS.md split), Quest, SparQ "
+  const std::string rk = qa + "; equal traffic: RocketKV's B is its per-step traffic (docs/methods.md#rocketkv split), Quest, SparQ "
                               "and Exact-TopK read k = B tokens per step, SnapKV stores B";
   comparisons.push_back({"RocketKV", "close to Exact-TopK (within ±0.05)", rk, &aware, "rocketkv", "exact_topk", "score",
                          Kind::Close});
