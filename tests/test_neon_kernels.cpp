@@ -89,16 +89,16 @@ TEST(IsaKernels, MatvecQ8_0MatchesScalarLevel) {
 }
 
 TEST(IsaKernels, MatvecBlockTypesMatchScalarLevel) {
-  for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1}) {
+  for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::IQ4_NL}) {
     for (int64_t cols : {32, 64, 96, 224, 512}) check_matvec(t, 13, cols);
   }
-  for (DType t : {DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
+  for (DType t : {DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_XS}) {
     for (int64_t cols : {256, 512, 768}) check_matvec(t, 13, cols);
   }
 }
 
 TEST(IsaKernels, BlockTypesAutoPathMatchesScalarPathAtEveryLevel) {
-  for (DType t : {DType::Q4_0, DType::Q4_K, DType::Q6_K}) {
+  for (DType t : {DType::Q4_0, DType::Q4_K, DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS}) {
     const Weights w = make_weights(t, 5, 512, 21);
     const auto x = normal_vec(512, 22);
     const auto mag = magnitudes(w, x.data());

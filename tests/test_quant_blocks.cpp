@@ -37,7 +37,8 @@ TEST(QuantTypes, NamesIdsAndSizesFollowGgml) {
                       {DType::Q5_0, "q5_0", 6, 32, 22},   {DType::Q5_1, "q5_1", 7, 32, 24},
                       {DType::Q2_K, "q2_k", 10, 256, 84}, {DType::Q3_K, "q3_k", 11, 256, 110},
                       {DType::Q4_K, "q4_k", 12, 256, 144}, {DType::Q5_K, "q5_k", 13, 256, 176},
-                      {DType::Q6_K, "q6_k", 14, 256, 210}};
+                      {DType::Q6_K, "q6_k", 14, 256, 210}, {DType::IQ4_NL, "iq4_nl", 20, 32, 18},
+                      {DType::IQ4_XS, "iq4_xs", 23, 256, 136}};
   for (const Row& r : rows) {
     EXPECT_STREQ(dtype_name(r.t), r.name);
     EXPECT_EQ(dtype_from_name(r.name), r.t);
@@ -48,6 +49,8 @@ TEST(QuantTypes, NamesIdsAndSizesFollowGgml) {
   }
   EXPECT_DOUBLE_EQ(dtype_bits_per_weight(DType::Q4_0), 4.5);
   EXPECT_DOUBLE_EQ(dtype_bits_per_weight(DType::Q6_K), 6.5625);
+  EXPECT_DOUBLE_EQ(dtype_bits_per_weight(DType::IQ4_NL), 4.5);
+  EXPECT_DOUBLE_EQ(dtype_bits_per_weight(DType::IQ4_XS), 4.25);
 }
 
 TEST(QuantTypes, RowLengthThatIsNotWholeBlocksIsAClearError) {
@@ -224,6 +227,40 @@ TEST(QuantDequant, Q6_KLowNibblesHighPairsAndSignedScales) {
   }
 }
 
+// The iq4 level table as written in the GGUF/ggml format description.
+constexpr int kLevels[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+
+TEST(QuantDequant, IQ4_NLLooksUpEachNibbleInTheLevelTable) {
+  BlockIQ4_NL b{};
+  b.d = kQuarter;
+  for (int j = 0; j < 16; ++j) b.qs[j] = static_cast<uint8_t>(j | (15 - j) << 4);
+  const auto y = dequant(DType::IQ4_NL, &b, 32);
+  for (int j = 0; j < 16; ++j) {
+    EXPECT_EQ(y[j], 0.25f * kLevels[j]) << j;
+    EXPECT_EQ(y[j + 16], 0.25f * kLevels[15 - j]) << j;
+  }
+}
+
+TEST(QuantDequant, IQ4_XSSixBitSignedScalesPerSubBlock) {
+  BlockIQ4_XS b{};
+  b.d = kQuarter;
+  // Stored scales 0, 63, 32, 31, 33, 1, 62, 40 (signed: -32, 31, 0, -1, 1, -31, 30, 8): low
+  // nibbles two per byte, high bit pairs in scales_h.
+  const int stored[8] = {0, 63, 32, 31, 33, 1, 62, 40};
+  for (int j = 0; j < 8; ++j) {
+    b.scales_l[j / 2] |= static_cast<uint8_t>((stored[j] & 0xF) << (4 * (j % 2)));
+    b.scales_h |= static_cast<uint16_t>((stored[j] >> 4) << (2 * j));
+  }
+  for (int i = 0; i < 128; ++i) b.qs[i] = static_cast<uint8_t>(i * 37 + 11);
+  const auto y = dequant(DType::IQ4_XS, &b, 256);
+  for (int i = 0; i < 256; ++i) {
+    const int j = i / 32, l = i % 32;
+    const int byte = ((16 * j + l % 16) * 37 + 11) & 0xFF;
+    const int q = l < 16 ? byte & 0xF : byte >> 4;
+    EXPECT_EQ(y[i], 0.25f * static_cast<float>(stored[j] - 32) * static_cast<float>(kLevels[q])) << i;
+  }
+}
+
 // ---- quantise -> dequantise ----
 
 std::vector<float> gaussian(int64_t n, uint64_t seed, float sigma) {
@@ -261,7 +298,9 @@ TEST(QuantRoundTrip, RmsErrorWithinBoundsForGaussianWeights) {
                           {DType::Q3_K, 0.20},  // ~0.15
                           {DType::Q4_K, 0.10},  // ~0.08
                           {DType::Q5_K, 0.05},  // ~0.04
-                          {DType::Q6_K, 0.025}};  // ~0.02
+                          {DType::Q6_K, 0.025},   // ~0.02
+                          {DType::IQ4_NL, 0.11},  // ~0.09 (finer levels near 0 than q4_0)
+                          {DType::IQ4_XS, 0.11}};
   double prev_bits = 0;
   (void)prev_bits;
   for (const Bound& b : bounds) {
@@ -275,6 +314,8 @@ TEST(QuantRoundTrip, RmsErrorWithinBoundsForGaussianWeights) {
   EXPECT_LT(rms_error(DType::Q4_K, x), rms_error(DType::Q3_K, x));
   EXPECT_LT(rms_error(DType::Q5_K, x), rms_error(DType::Q4_K, x));
   EXPECT_LT(rms_error(DType::Q6_K, x), rms_error(DType::Q5_K, x));
+  // The non-linear levels fit Gaussian weights better than q4_0's evenly spaced ones.
+  EXPECT_LT(rms_error(DType::IQ4_NL, x), rms_error(DType::Q4_0, x));
 }
 
 TEST(QuantRoundTrip, ZerosStayZeroAndTheExtremeIsExactForSymmetricTypes) {
@@ -304,6 +345,66 @@ TEST(QuantRoundTrip, ZerosStayZeroAndTheExtremeIsExactForSymmetricTypes) {
     convert_to_f32(t, q.data(), y.data(), 32);
     EXPECT_NEAR(y[0], -1.0f, 1e-3) << dtype_name(t);
     EXPECT_NEAR(y[31], 2.0f, 2e-3) << dtype_name(t);
+  }
+}
+
+// The iq4 quantisers against checks written here (tools outside the tests found them byte-
+// identical to ggml's): every value sits on the level nearest to it for its (sub-)block's scale, and for iq4_nl the chosen scale's weighted (x^2) error
+// is no worse than that of the plain scale putting the largest value on level -127.
+TEST(QuantRoundTrip, IQ4ValuesSitOnTheirNearestLevelAndTheScaleBeatsThePlainOne) {
+  const auto x = gaussian(256 * 8, 17, 1.0f);
+  for (DType t : {DType::IQ4_NL, DType::IQ4_XS}) {
+    std::vector<uint8_t> q(row_bytes(t, 256 * 8));
+    convert_from_f32(x.data(), t, q.data(), 256 * 8);
+    std::vector<float> y(x.size());
+    convert_to_f32(t, q.data(), y.data(), 256 * 8);
+    for (int64_t blk = 0; blk < 256 * 8 / 32; ++blk) {
+      // The scale as decoded: the ratio of any value to its level.
+      const float* xb = x.data() + 32 * blk;
+      const float* yb = y.data() + 32 * blk;
+      float scale = 0;
+      for (int lv : kLevels) {
+        if (yb[0] != 0) scale = yb[0] / static_cast<float>(lv);
+        bool all = scale != 0;
+        for (int i = 0; i < 32 && all; ++i) {
+          bool found = false;
+          for (int l : kLevels) found = found || yb[i] == scale * static_cast<float>(l);
+          all = found;
+        }
+        if (all) break;
+        scale = 0;
+      }
+      ASSERT_NE(scale, 0.0f) << dtype_name(t) << " block " << blk;
+      for (int i = 0; i < 32; ++i) {
+        for (int l : kLevels) {
+          // Levels are picked against the scale before its fp16 rounding (as ggml does), so a
+          // value near the midpoint of two levels may sit on the one that rounding made farther.
+          const float slack = std::fabs(scale) * 127.0f / 1024.0f;
+          EXPECT_LE(std::fabs(xb[i] - yb[i]), std::fabs(xb[i] - scale * static_cast<float>(l)) + slack)
+              << dtype_name(t) << " block " << blk << " value " << i;
+        }
+      }
+      if (t != DType::IQ4_NL) continue;
+      auto err = [&](float s) {  // weighted error with nearest levels for scale s
+        double e = 0;
+        for (int i = 0; i < 32; ++i) {
+          double best = 1e30;
+          for (int l : kLevels) best = std::min(best, std::fabs(double(xb[i]) - double(s) * l));
+          e += double(xb[i]) * xb[i] * best * best;
+        }
+        return e;
+      };
+      float amax = 0, max = 0;
+      for (int i = 0; i < 32; ++i) {
+        if (std::fabs(xb[i]) > amax) {
+          amax = std::fabs(xb[i]);
+          max = xb[i];
+        }
+      }
+      // The search starts from the scale that puts the largest value exactly on level -127 and
+      // only keeps improvements, so it can never end worse (up to the fp16 rounding of d).
+      EXPECT_LE(err(scale), err(-max / 127.0f) * 1.01 + 1e-12) << "block " << blk;
+    }
   }
 }
 

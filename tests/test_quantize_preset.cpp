@@ -30,7 +30,9 @@ DType type_of(const char* preset, const std::string& name, int64_t row = 2048, i
 std::string blk(int i, const char* what) { return "blk." + std::to_string(i) + "." + what; }
 
 TEST(QuantizePreset, NamesAndFileTypes) {
-  EXPECT_EQ(quant_presets().size(), 13u);
+  EXPECT_EQ(quant_presets().size(), 15u);
+  EXPECT_EQ(quant_preset_from_name("IQ4_XS").llama_ftype, 30u);
+  EXPECT_EQ(quant_preset_from_name("iq4_nl").llama_ftype, 25u);
   EXPECT_EQ(quant_preset_from_name("Q4_K_M").llama_ftype, 15u);
   EXPECT_EQ(quant_preset_from_name("q8_0").llama_ftype, 7u);
   EXPECT_EQ(quant_preset_from_name("q5_0").llama_ftype, 8u);
@@ -54,6 +56,22 @@ TEST(QuantizePreset, WhichTensorsAreQuantized) {
   EXPECT_EQ(tensor_layer("blk.13.ffn_down.weight"), 13);
   EXPECT_EQ(tensor_layer("output.weight"), -1);
   EXPECT_EQ(tensor_layer("blk.x.ffn_down.weight"), -1);
+}
+
+// llama.cpp without importance matrix: attn_v in q5_k when 4+ query heads share a KV head,
+// ffn_down in q5_k on the first eighth of the layers, output in q6_k; rows that are not whole
+// 256-value blocks fall back from iq4_xs to iq4_nl.
+TEST(QuantizePreset, IQ4PresetsKeepFiveBitsWhereLlamaCppDoes) {
+  for (const char* p : {"iq4_nl", "iq4_xs"}) {
+    const DType base = quant_preset_from_name(p).base;
+    EXPECT_EQ(type_of(p, blk(3, "attn_v.weight"), 2048, 16, 4), DType::Q5_K) << p;
+    EXPECT_EQ(type_of(p, blk(3, "attn_v.weight"), 2048, 16, 2), base) << p;
+    EXPECT_EQ(type_of(p, blk(1, "ffn_down.weight")), DType::Q5_K) << p;
+    EXPECT_EQ(type_of(p, blk(2, "ffn_down.weight")), base) << p;
+    EXPECT_EQ(type_of(p, blk(5, "attn_q.weight")), base) << p;
+    EXPECT_EQ(type_of(p, "output.weight"), DType::Q6_K) << p;
+  }
+  EXPECT_EQ(type_of("iq4_xs", blk(5, "attn_q.weight"), 2080), DType::IQ4_NL);
 }
 
 TEST(QuantizePreset, Q4KMUsesSixBitsOnTheMoreBitsLayers) {

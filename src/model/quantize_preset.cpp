@@ -22,6 +22,7 @@ DType fallback_for(DType wanted) {
     case DType::Q4_K: return DType::Q5_0;
     case DType::Q5_K: return DType::Q5_1;
     case DType::Q6_K: return DType::Q8_0;
+    case DType::IQ4_XS: return DType::IQ4_NL;
     default: return DType::F16;
   }
 }
@@ -45,6 +46,8 @@ DType preset_type(const QuantPresetInfo& preset, const TensorRole& role) {
       case QuantPreset::Q4_K_M:
       case QuantPreset::Q5_K_M: return more_bits_layer(i, n) ? DType::Q6_K : preset.base;
       case QuantPreset::Q4_K_S: return i < 4 ? DType::Q5_K : preset.base;
+      case QuantPreset::IQ4_NL:
+      case QuantPreset::IQ4_XS: return role.gqa >= 4 ? DType::Q5_K : preset.base;
       default: return preset.base;
     }
   }
@@ -54,7 +57,9 @@ DType preset_type(const QuantPresetInfo& preset, const TensorRole& role) {
       case QuantPreset::Q3_K_M: return i < n / 16 ? DType::Q5_K : DType::Q4_K;
       case QuantPreset::Q4_K_M:
       case QuantPreset::Q5_K_M: return more_bits_layer(i, n) ? DType::Q6_K : preset.base;
-      case QuantPreset::Q4_K_S: return i < n / 8 ? DType::Q5_K : preset.base;
+      case QuantPreset::Q4_K_S:
+      case QuantPreset::IQ4_NL:
+      case QuantPreset::IQ4_XS: return i < n / 8 ? DType::Q5_K : preset.base;
       default: return preset.base;
     }
   }
@@ -75,7 +80,8 @@ const std::vector<QuantPresetInfo>& quant_presets() {
       {QuantPreset::Q3_K_S, "q3_k_s", DType::Q3_K, 11},  {QuantPreset::Q3_K_M, "q3_k_m", DType::Q3_K, 12},
       {QuantPreset::Q4_K_S, "q4_k_s", DType::Q4_K, 14},  {QuantPreset::Q4_K_M, "q4_k_m", DType::Q4_K, 15},
       {QuantPreset::Q5_K_S, "q5_k_s", DType::Q5_K, 16},  {QuantPreset::Q5_K_M, "q5_k_m", DType::Q5_K, 17},
-      {QuantPreset::Q6_K, "q6_k", DType::Q6_K, 18},
+      {QuantPreset::Q6_K, "q6_k", DType::Q6_K, 18},      {QuantPreset::IQ4_NL, "iq4_nl", DType::IQ4_NL, 25},
+      {QuantPreset::IQ4_XS, "iq4_xs", DType::IQ4_XS, 30},
   };
   return presets;
 }

@@ -21,6 +21,8 @@
 //   q5_k_s  q5_k   q6_k              -                        -                        -
 //   q5_k_m  q5_k   q6_k              q6_k on more-bits layers q6_k on more-bits layers -
 //   q6_k    q6_k   q6_k              -                        -                        -
+//   iq4_nl  iq4_nl q6_k              q5_k if gqa >= 4         q5_k if i < n/8          -
+//   iq4_xs  iq4_xs q6_k              q5_k if gqa >= 4         q5_k if i < n/8          -
 //   ("-": the base type.)
 //   (*) output.weight, or token_embd.weight when the model has no output.weight (tied
 //   embeddings): q8_0 when its rows are not whole blocks of the base type. token_embd.weight of
@@ -30,9 +32,8 @@
 // are quantized; norms, biases and rope_freqs stay as they are.
 //
 // Fallback when a row (ne0) is not a whole number of the chosen type's blocks (K-quants: 256):
-//   q4_k -> q5_0, q5_k -> q5_1, q6_k -> q8_0 (as llama.cpp);
-//   q2_k, q3_k -> q4_0 (llama.cpp picks iq4_nl, a type kvslim does not compute; q4_0 has the
-//   same 4.5 bits per weight and 32-value blocks);
+//   q4_k -> q5_0, q5_k -> q5_1, q6_k -> q8_0, iq4_xs -> iq4_nl (as llama.cpp);
+//   q2_k, q3_k -> q4_0 (as llama.cpp);
 //   and f16 when even the 32-value fallback does not fit (llama.cpp does the same for the
 //   K-quant fallbacks; for a legacy base type it refuses the file, kvslim falls back instead).
 #pragma once
@@ -45,7 +46,8 @@
 
 namespace kvslim {
 
-enum class QuantPreset { Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K_S, Q3_K_M, Q4_K_S, Q4_K_M, Q5_K_S, Q5_K_M, Q6_K };
+enum class QuantPreset {
+  Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K_S, Q3_K_M, Q4_K_S, Q4_K_M, Q5_K_S, Q5_K_M, Q6_K, IQ4_NL, IQ4_XS };
 
 struct QuantPresetInfo {
   QuantPreset preset;

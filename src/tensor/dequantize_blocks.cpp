@@ -1,4 +1,4 @@
-// Dequantisation of the block types q4_0 .. q6_k to f32, exactly per the layouts in
+// Dequantisation of the block types q4_0 .. q6_k, iq4_nl and iq4_xs to f32, exactly per the layouts in
 // quant_blocks.h (value = scale * q [- min], computed in f32 as ggml does).
 #include <cstring>
 
@@ -142,6 +142,25 @@ void dequant_q6_k(const BlockQ6_K* x, float* y, int64_t nb) {
   }
 }
 
+// iq4_nl and each 32-value sub-block of iq4_xs: scale * level of each nibble.
+void dequant_iq4_32(const uint8_t* qs, float scale, float* y) {
+  for (int j = 0; j < 16; ++j) {
+    y[j] = scale * static_cast<float>(kIQ4Levels[qs[j] & 0xF]);
+    y[j + 16] = scale * static_cast<float>(kIQ4Levels[qs[j] >> 4]);
+  }
+}
+
+void dequant_iq4_nl(const BlockIQ4_NL* x, float* y, int64_t nb) {
+  for (int64_t b = 0; b < nb; ++b, y += kQ4Block) dequant_iq4_32(x[b].qs, fp16_to_fp32(x[b].d), y);
+}
+
+void dequant_iq4_xs(const BlockIQ4_XS* x, float* y, int64_t nb) {
+  for (int64_t b = 0; b < nb; ++b) {
+    const float d = fp16_to_fp32(x[b].d);
+    for (int j = 0; j < 8; ++j, y += 32) dequant_iq4_32(x[b].qs + 16 * j, d * static_cast<float>(iq4xs_scale(x[b], j)), y);
+  }
+}
+
 }  // namespace
 
 void dequantize_row_blocks(DType type, const void* x, float* y, int64_t n) {
@@ -156,6 +175,8 @@ void dequantize_row_blocks(DType type, const void* x, float* y, int64_t n) {
     case DType::Q4_K: dequant_q45_k<false>(static_cast<const BlockQ4_K*>(x), y, nb); return;
     case DType::Q5_K: dequant_q45_k<true>(static_cast<const BlockQ5_K*>(x), y, nb); return;
     case DType::Q6_K: dequant_q6_k(static_cast<const BlockQ6_K*>(x), y, nb); return;
+    case DType::IQ4_NL: dequant_iq4_nl(static_cast<const BlockIQ4_NL*>(x), y, nb); return;
+    case DType::IQ4_XS: dequant_iq4_xs(static_cast<const BlockIQ4_XS*>(x), y, nb); return;
     default: break;
   }
   fail("dequantize_row_blocks: {} is not a block type", dtype_name(type));

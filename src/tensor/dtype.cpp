@@ -58,6 +58,8 @@ constexpr TypeInfo kTypes[] = {
     {DType::Q4_K, 12, "q4_k", kQK, sizeof(BlockQ4_K)},
     {DType::Q5_K, 13, "q5_k", kQK, sizeof(BlockQ5_K)},
     {DType::Q6_K, 14, "q6_k", kQK, sizeof(BlockQ6_K)},
+    {DType::IQ4_NL, 20, "iq4_nl", kQ4Block, sizeof(BlockIQ4_NL)},
+    {DType::IQ4_XS, 23, "iq4_xs", kQK, sizeof(BlockIQ4_XS)},
 };
 static_assert(sizeof(kTypes) / sizeof(kTypes[0]) == sizeof(kAllDTypes) / sizeof(kAllDTypes[0]));
 

@@ -130,6 +130,33 @@ struct BlockQ6_K {
 };
 static_assert(sizeof(BlockQ6_K) == 210);
 
+// The non-linear 4-bit types iq4_nl and iq4_xs: a 4-bit index i picks the level kIQ4Levels[i]
+// (a fixed table, denser near 0, where trained weights concentrate) instead of i - 8.
+inline constexpr int8_t kIQ4Levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+// iq4_nl, 4.5 bits per weight. Value i of a 32-value block: d * kIQ4Levels[q_i], with q_i the
+// nibbles laid out as in q4_0 (low nibbles hold values 0..15, high nibbles 16..31).
+struct BlockIQ4_NL {
+  uint16_t d;
+  uint8_t qs[16];
+};
+static_assert(sizeof(BlockIQ4_NL) == 18);
+// iq4_xs, 4.25 bits per weight. 8 sub-blocks of 32 values, each with a signed 6-bit scale
+// ls_j - 32 (ls_j: low 4 bits in nibble j % 2 of scales_l[j / 2], high 2 bits at bits 2j..2j+1
+// of scales_h). Value = d * (ls_j - 32) * kIQ4Levels[q], sub-block j's nibbles in qs[16 j ..
+// 16 j + 15] laid out as one iq4_nl block.
+struct BlockIQ4_XS {
+  uint16_t d;
+  uint16_t scales_h;
+  uint8_t scales_l[4];
+  uint8_t qs[128];
+};
+static_assert(sizeof(BlockIQ4_XS) == 136);
+// The signed scale ls_j - 32 of sub-block j < 8 of an iq4_xs block.
+inline int iq4xs_scale(const BlockIQ4_XS& b, int j) {
+  const int low = (b.scales_l[j / 2] >> (4 * (j % 2))) & 0xF;
+  return (low | (((b.scales_h >> (2 * j)) & 3) << 4)) - 32;
+}
+
 // q8_K, the activation type of the K-quant dot products (never stored in model files):
 // value i = d * qs[i]; bsums[k] = sum of qs[16 k .. 16 k + 15] (lets the kernels apply the
 // per-sub-block mins with one multiply per sub-block).

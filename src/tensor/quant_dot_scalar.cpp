@@ -61,7 +61,13 @@ float dot_legacy(DType type, const uint8_t* row, const QuantActivations& xa) {
         acc += fp16_to_fp32(blk.d) * dx * static_cast<float>(s) + fp16_to_fp32(blk.m) * dx * static_cast<float>(xa.sum[b]);
         break;
       }
-      default: fail("dot_legacy: {} is not a legacy block type", dtype_name(type));
+      case DType::IQ4_NL: {  // signed levels from the table: no offset to correct
+        const auto& blk = reinterpret_cast<const BlockIQ4_NL*>(row)[b];
+        const int32_t s = block_dot(xq, [&](int i) { return int{kIQ4Levels[nibble(blk.qs, i)]}; });
+        acc += fp16_to_fp32(blk.d) * dx * static_cast<float>(s);
+        break;
+      }
+      default: fail("dot_legacy: {} is not a 32-value block type", dtype_name(type));
     }
   }
   return acc;
@@ -137,7 +143,15 @@ float dot_k(DType type, const uint8_t* row, const QuantActivations& xa) {
         acc += x.d * fp16_to_fp32(blk.d) * static_cast<float>(isum);
         break;
       }
-      default: fail("dot_k: {} is not a K-quant type", dtype_name(type));
+      case DType::IQ4_XS: {
+        const auto& blk = reinterpret_cast<const BlockIQ4_XS*>(row)[b];
+        for (int i = 0; i < kQK; ++i) sub[i / 16] += kIQ4Levels[nibble(blk.qs + 16 * (i / 32), i % 32)] * x.qs[i];
+        int32_t isum = 0;
+        for (int j = 0; j < 8; ++j) isum += iq4xs_scale(blk, j) * (sub[2 * j] + sub[2 * j + 1]);
+        acc += x.d * fp16_to_fp32(blk.d) * static_cast<float>(isum);
+        break;
+      }
+      default: fail("dot_k: {} is not a 256-value block type", dtype_name(type));
     }
   }
   return acc;

@@ -9,6 +9,9 @@
 //     integer scale and summed into int32 with madd (on both paths, see dot_scaled) — the whole
 //     super-block stays in exact integers until one f32 multiply by d_w * d_x; mins / offsets
 //     come from the q8_K per-16 sums with one madd per super-block.
+//   - iq4_nl / iq4_xs: the nibbles index the signed level table with one byte shuffle; since
+//     maddubs multiplies unsigned by signed bytes, the levels' magnitudes are multiplied with
+//     the activations carrying the levels' signs (pairs at most 2 * 127 * 127, exact).
 // The VNNI path uses the 256-bit EVEX vpdpbusd, which fuses the multiply and the accumulation.
 // Both paths keep f32 accumulators in vectors and reduce once per row.
 #include <algorithm>
@@ -73,6 +76,11 @@ inline __m256i fifth_bits(const uint8_t* qh4) {
   return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit), _mm256_set1_epi8(0x10));
 }
 
+// The 16 iq4 levels in both 128-bit lanes (the table of a byte shuffle).
+inline __m256i iq4_levels() {
+  return _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIQ4Levels)));
+}
+
 // `type` is a template argument so that each type's loop is compiled without the switch.
 template <bool kVnni, DType type>
 float dot_legacy(const uint8_t* row, const QuantActivations& xa, size_t pf) {
@@ -83,7 +91,7 @@ float dot_legacy(const uint8_t* row, const QuantActivations& xa, size_t pf) {
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* blk = row + b * bb;
     if ((b & 1) == 0) _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(blk) + pf), _MM_HINT_T0);
-    const __m256i x = load32(xa.q + b * kQ4Block);
+    __m256i x = load32(xa.q + b * kQ4Block);
     uint16_t dh;
     std::memcpy(&dh, blk, 2);
     const float dd = h2f(dh) * xa.d[b];
@@ -106,6 +114,12 @@ float dot_legacy(const uint8_t* row, const QuantActivations& xa, size_t pf) {
         w = _mm256_or_si256(nibbles32(blk + 6), fifth_bits(blk + 2));
         init = _mm256_srai_epi32(load32(xa.lane_corr + b * 8), 3);
         break;
+      case DType::IQ4_NL: {
+        const __m256i v = _mm256_shuffle_epi8(iq4_levels(), nibbles32(blk + 2));
+        w = _mm256_abs_epi8(v);
+        x = _mm256_sign_epi8(x, v);
+        break;
+      }
       default: {  // Q5_1
         w = _mm256_or_si256(nibbles32(blk + 8), fifth_bits(blk + 4));
         uint16_t mh;
@@ -316,6 +330,20 @@ float dot_k(const uint8_t* row, const QuantActivations& xa, size_t pf) {
         acc_min = _mm256_fmadd_ps(_mm256_cvtepi32_ps(msum), _mm256_set1_ps(-x.d * h2f(mh)), acc_min);
         break;
       }
+      case DType::IQ4_XS: {
+        const auto& blk = *reinterpret_cast<const BlockIQ4_XS*>(blkp);
+        const __m256i levels = iq4_levels();
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; ++j) {
+          const __m256i v = _mm256_shuffle_epi8(levels, nibbles32(blk.qs + 16 * j));
+          const __m256i xs = _mm256_sign_epi8(load32(x.qs + 32 * j), v);
+          is[j & 1] = dot_scaled<kVnni>(is[j & 1], _mm256_abs_epi8(v), xs,
+                                        _mm256_set1_epi16(static_cast<int16_t>(iq4xs_scale(blk, j))));
+        }
+        isum = _mm256_add_epi32(is[0], is[1]);
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(x.d * h2f(blk.d)), acc);
+        break;
+      }
       default: {  // Q6_K
         const auto& blk = *reinterpret_cast<const BlockQ6_K*>(blkp);
         // The 16 int8 scales widened in registers (not through a stack array: see q4_K).
@@ -402,6 +430,8 @@ void dot_rows(const WeightView& w, const QuantActivations& xa, int64_t r0, int64
     case DType::Q4_K: return rows(dot_k<kVnni, DType::Q4_K>);
     case DType::Q5_K: return rows(dot_k<kVnni, DType::Q5_K>);
     case DType::Q6_K: return rows(dot_k<kVnni, DType::Q6_K>);
+    case DType::IQ4_NL: return rows(dot_legacy<kVnni, DType::IQ4_NL>);
+    case DType::IQ4_XS: return rows(dot_k<kVnni, DType::IQ4_XS>);
     default: fail("no integer dot product for {} weights", dtype_name(w.type));
   }
 }
@@ -428,7 +458,7 @@ void quant_dot_rows_vnni(const WeightView&, const QuantActivations&, int64_t, in
 #endif
 
 #if defined(KVSLIM_HAS_NEON)
-// The NEON path (aarch64): q4_0, q4_K and q6_K, the types people run, unpack their levels in
+// The NEON path (aarch64): q4_0, q4_K, q6_K, iq4_nl and iq4_xs, the types people run, unpack their levels in
 // registers to signed bytes and multiply them with the int8 activations with sdot (dotprod
 // levels) or widening multiplies (neon_dot_s8), exact in int32; the other types take the
 // scalar path's arithmetic.
@@ -455,6 +485,50 @@ float dot_q4_0_neon(const uint8_t* row, const QuantActivations& xa, size_t pf) {
     acc[b & 1] = vfmaq_n_f32(acc[b & 1], vcvtq_f32_s32(d), fp16_to_fp32(blocks[b].d) * xa.d[b]);
   }
   return vaddvq_f32(vaddq_f32(acc[0], acc[1]));
+}
+
+// iq4: the 32 signed levels of one 32-value (sub-)block from its 16 bytes of nibbles, looked up
+// in the level table, dotted with 32 activations.
+inline int32x4_t dot_iq4_32_neon(int8x16_t levels, const uint8_t* qs, const int8_t* x) {
+  const uint8x16_t v = vld1q_u8(qs);
+  const int8x16_t lo = vqtbl1q_s8(levels, vandq_u8(v, vdupq_n_u8(0x0F)));
+  const int8x16_t hi = vqtbl1q_s8(levels, vshrq_n_u8(v, 4));
+  return dot32_neon(vdupq_n_s32(0), lo, hi, x);
+}
+
+float dot_iq4_nl_neon(const uint8_t* row, const QuantActivations& xa, size_t pf) {
+  const int64_t nb = xa.n / kQ4Block;
+  const auto* blocks = reinterpret_cast<const BlockIQ4_NL*>(row);
+  const int8x16_t levels = vld1q_s8(kIQ4Levels);
+  float32x4_t acc[2] = {vdupq_n_f32(0), vdupq_n_f32(0)};
+  for (int64_t b = 0; b < nb; ++b) {
+    if ((b & 3) == 0) __builtin_prefetch(reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(blocks + b) + pf), 0, 3);
+    const int32x4_t d = dot_iq4_32_neon(levels, blocks[b].qs, xa.q + b * kQ4Block);
+    acc[b & 1] = vfmaq_n_f32(acc[b & 1], vcvtq_f32_s32(d), fp16_to_fp32(blocks[b].d) * xa.d[b]);
+  }
+  return vaddvq_f32(vaddq_f32(acc[0], acc[1]));
+}
+
+// iq4_xs: each sub-block's dot product times its signed 6-bit scale, summed in int32.
+float dot_iq4_xs_neon(const uint8_t* row, const QuantActivations& xa, size_t pf) {
+  const int64_t nb = xa.n / kQK;
+  const auto* blocks = reinterpret_cast<const BlockIQ4_XS*>(row);
+  const int8x16_t levels = vld1q_s8(kIQ4Levels);
+  float acc = 0;
+  for (int64_t b = 0; b < nb; ++b) {
+    const BlockIQ4_XS& blk = blocks[b];
+    const char* ahead = reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(&blk) + pf);
+    __builtin_prefetch(ahead, 0, 3);
+    __builtin_prefetch(ahead + 64, 0, 3);
+    __builtin_prefetch(ahead + 128, 0, 3);
+    int32x4_t is[2] = {vdupq_n_s32(0), vdupq_n_s32(0)};
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; ++j) {
+      is[j & 1] = vmlaq_n_s32(is[j & 1], dot_iq4_32_neon(levels, blk.qs + 16 * j, xa.k[b].qs + 32 * j), iq4xs_scale(blk, j));
+    }
+    acc += xa.k[b].d * fp16_to_fp32(blk.d) * static_cast<float>(vaddvq_s32(vaddq_s32(is[0], is[1])));
+  }
+  return acc;
 }
 
 // q4_K: sub-blocks 2p and 2p + 1 are the low and high nibbles of qs[32p ..]; each 32-value dot
@@ -554,6 +628,12 @@ void quant_dot_rows_neon(const WeightView& w, const QuantActivations& xa, int64_
       return;
     case DType::Q6_K:
       for (int64_t r = r0; r < r1; ++r) y[r - r0] = dot_q6_k_neon(w.row(r), xa, pf);
+      return;
+    case DType::IQ4_NL:
+      for (int64_t r = r0; r < r1; ++r) y[r - r0] = dot_iq4_nl_neon(w.row(r), xa, pf);
+      return;
+    case DType::IQ4_XS:
+      for (int64_t r = r0; r < r1; ++r) y[r - r0] = dot_iq4_xs_neon(w.row(r), xa, pf);
       return;
     default:
       for (int64_t r = r0; r < r1; ++r) y[r - r0] = quant_dot_row_scalar(w.type, w.row(r), xa);

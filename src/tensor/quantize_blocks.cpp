@@ -109,6 +109,8 @@ void quantize_row_blocks(DType type, const float* x, void* y, int64_t n) {
     case DType::Q4_K: quantize_row_q4_k(x, static_cast<BlockQ4_K*>(y), nb); return;
     case DType::Q5_K: quantize_row_q5_k(x, static_cast<BlockQ5_K*>(y), nb); return;
     case DType::Q6_K: quantize_row_q6_k(x, static_cast<BlockQ6_K*>(y), nb); return;
+    case DType::IQ4_NL: quantize_row_iq4_nl(x, static_cast<BlockIQ4_NL*>(y), nb); return;
+    case DType::IQ4_XS: quantize_row_iq4_xs(x, static_cast<BlockIQ4_XS*>(y), nb); return;
     default: break;
   }
   fail("quantize_row_blocks: {} is not a block type", dtype_name(type));
