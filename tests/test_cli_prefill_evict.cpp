@@ -1,7 +1,8 @@
 // --prefill-evict block on every command that takes compression options: it takes effect (the KV
 // peak falls, the kept set or the perplexity changes, a KV file stores and restores it) or the
 // command stops with one `error:` line naming the option. Nothing accepts it and runs as `end`.
-// (serve's block-wise requests: tests/test_server_prefill_evict.cpp.)
+// serve takes it as its setting for the methods that have it (a request choosing one without it
+// evicts at the end): tests/test_server_prefill_evict.cpp.
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -123,10 +124,6 @@ TEST(CliPrefillEvict, Inspect) {
   const json block = json::parse(std::ifstream(block_out)), end = json::parse(std::ifstream(end_out));
   EXPECT_NE(block["layers"], end["layers"]) << "the same kept positions: block-wise eviction did not run";
   expect_refused("inspect -m " + model() + " -p hi -o " + temp_path("pe-never.json"));
-}
-
-TEST(CliPrefillEvict, ServeRefusesItsOwnMethodAtStart) {
-  expect_refused("serve -m " + model() + " --port 0");
 }
 
 }  // namespace

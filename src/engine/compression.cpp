@@ -51,6 +51,12 @@ PreparedCompression CompressionOptions::prepare() const {
   return p;
 }
 
+CompressionOptions CompressionOptions::with_block_eviction_where_supported() const {
+  CompressionOptions c = *this;
+  if (c.prefill_evict == "block" && spec().can().block_eviction == BlockEviction::None) c.prefill_evict = "end";
+  return c;
+}
+
 int64_t PreparedCompression::budget_for(int64_t n_prompt) const {
   if (budget) return *budget;
   if (ratio) return std::max<int64_t>(1, int64_t(std::floor(double(n_prompt) * (1.0 - *ratio))));

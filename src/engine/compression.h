@@ -54,6 +54,9 @@ struct CompressionOptions {
   // Everything above checked and built, and an explicit --budget checked against the method's
   // options (Press::check_budget), before any work is done.
   PreparedCompression prepare() const;
+  // The server's reading of --prefill-evict block: a setting for the methods that have block-wise
+  // eviction (requests choose their method); with a method without it, these options with "end".
+  CompressionOptions with_block_eviction_where_supported() const;
 };
 
 }  // namespace kvslim

@@ -90,15 +90,14 @@ CompressionOptions HttpServer::compression_for(const CompletionRequest& r) const
   } catch (const Error& e) {
     bad_field(r.ratio ? "ratio" : "budget", "{}", cli_flags_to_fields(e.what()));
   }
-  PressSpec spec;
   try {
-    spec = c.spec();
+    c.spec();
   } catch (const Error& e) {
     bad_field("press", "{}", cli_flags_to_fields(e.what()));
   }
   // The server's --prefill-evict block applies to the methods that have block-wise eviction; a
   // request choosing another method (full, ...) evicts at the end of its prompt as usual.
-  if (c.prefill_evict == "block" && spec.can().block_eviction == BlockEviction::None) c.prefill_evict = "end";
+  c = c.with_block_eviction_where_supported();
   std::unique_ptr<Press> press;
   try {
     press = c.make_press();
