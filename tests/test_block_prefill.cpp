@@ -113,6 +113,14 @@ std::vector<Method> block_methods() {
           {"dapq", {}, 4 + 28},  {"lookaheadkv", {"adapter=" + adapter}, 8}};
 }
 
+// Every method the registry says evicts block-wise through its option runs in the tests below.
+TEST(BlockPrefill, EveryMethodWithTheOptionIsTested) {
+  std::set<std::string> tested;
+  for (const Method& m : block_methods()) tested.insert(m.name);
+  for (const PressInfo& info : press_registry())
+    if (info.can.block_eviction == BlockEviction::Option) { EXPECT_TRUE(tested.count(info.name)) << info.name; }
+}
+
 TEST(BlockPrefill, EveryMethodHoldsAtMostBudgetPlusBlockPerHead) {
   const int heads = 2 * 2;  // layers * KV heads
   for (const Method& m : block_methods()) {
@@ -125,15 +133,15 @@ TEST(BlockPrefill, EveryMethodHoldsAtMostBudgetPlusBlockPerHead) {
     // Block-wise: PyramidKV's layers have their own budgets (summing to L * budget), so its bound
     // is on the layers together; AdaKV shares a layer's budget among its heads, so its bound is
     // on each layer; every other method bounds each head.
-    const bool per_head = m.name != "pyramidkv" && m.name.rfind("adakv", 0) != 0;
-    if (per_head) { EXPECT_LE(block.largest_head, kBudget + kBlock); }
-    if (m.name != "pyramidkv") { EXPECT_LE(block.largest_layer, 2 * (kBudget + kBlock)); }
+    const BudgetRule rule = PressSpec::parse(m.name).can().budget_rule;
+    if (rule == BudgetRule::PerHead) { EXPECT_LE(block.largest_head, kBudget + kBlock); }
+    if (rule != BudgetRule::PerModel) { EXPECT_LE(block.largest_layer, 2 * (kBudget + kBlock)); }
     EXPECT_LE(block.largest_total, heads * (kBudget + kBlock));
     EXPECT_GT(block.largest_total, heads * kBudget);  // it did run over the budget between evictions
     EXPECT_LE(block.peak_tokens, heads * (kBudget + kBlock + m.extra_rows));
     int64_t kept = 0;
     for (const auto& p : block.positions) {
-      if (per_head) { EXPECT_LE(int64_t(p.size()), kBudget); }
+      if (rule == BudgetRule::PerHead) { EXPECT_LE(int64_t(p.size()), kBudget); }
       kept += int64_t(p.size());
       EXPECT_TRUE(std::is_sorted(p.begin(), p.end()));
     }

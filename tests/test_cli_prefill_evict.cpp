@@ -95,7 +95,9 @@ TEST(CliPrefillEvict, Chat) {
 
 TEST(CliPrefillEvict, Perplexity) {
   const std::string text = file_with("pe-ppl.txt", long_text() + long_text("v"));
-  const std::string base = "perplexity -m " + model() + " -f " + text + " --ctx 64 --chunks 2 --json" + kPress;
+  // Chunks of 128: a first half of 64 tokens in four blocks of 16, evicted after the second, third
+  // and fourth (with one eviction, at the last block, the window's votes would be the same).
+  const std::string base = "perplexity -m " + model() + " -f " + text + " --ctx 128 --chunks 2 --json" + kPress;
   const json block = run_json(base + " --prefill-evict block"), end = run_json(base);
   // The first half of each chunk is compressed block by block: other tokens kept, another ppl.
   EXPECT_NE(block["ppl"].get<double>(), end["ppl"].get<double>());
