@@ -25,6 +25,12 @@ ModelConfig one_head_config() {
   return c;
 }
 
+testing::FakeContextOptions small_cache() {
+  testing::FakeContextOptions options;
+  options.capacity = 8;
+  return options;
+}
+
 class NullProbe final : public AttentionProbe {
  public:
   void on_row(int, int, int64_t, const float*, int64_t) override {}
@@ -106,7 +112,7 @@ std::vector<std::string> call_every_hook(Press& press, PressContext& ctx, const 
 }
 
 TEST(ForwardingPress, TheWrappedPressSeesEveryHook) {
-  testing::FakePressContext ctx(one_head_config(), {.capacity = 8});
+  testing::FakePressContext ctx(one_head_config(), small_cache());
   Recorder recorder;
   ForwardingPress wrapper(recorder);
   const std::vector<std::string> expected = call_every_hook(wrapper, ctx, recorder);
@@ -126,7 +132,7 @@ class CountingBlocks final : public ForwardingPress {
 };
 
 TEST(ForwardingPress, AWrapperOverridingOneHookForwardsTheRest) {
-  testing::FakePressContext ctx(one_head_config(), {.capacity = 8});
+  testing::FakePressContext ctx(one_head_config(), small_cache());
   auto owned = std::make_unique<Recorder>();
   Recorder& recorder = *owned;
   CountingBlocks wrapper(std::move(owned));
