@@ -14,6 +14,7 @@
 
 #include "engine/session.h"
 #include "model/model.h"
+#include "press/forwarding_press.h"
 #include "press/registry.h"
 #include "test_lookahead_adapter.h"
 #include "test_models.h"
@@ -36,17 +37,9 @@ std::vector<int32_t> prompt_tokens(int n, int n_vocab) {
 
 // Forwards every hook to the method and records, at the start of each after_prefill_block (the
 // moment a head is largest: the block appended, nothing evicted yet), every head's size.
-class Watch final : public Press {
+class Watch final : public ForwardingPress {
  public:
-  explicit Watch(std::unique_ptr<Press> inner) : inner_(std::move(inner)) {}
-  AttentionProbe* prefill_probe() override { return inner_->prefill_probe(); }
-  AttentionProbe* decode_probe() override { return inner_->decode_probe(); }
-  SparseSelector* sparse_selector() override { return inner_->sparse_selector(); }
-  int prefill_block() const override { return inner_->prefill_block(); }
-  bool evicts_each_prefill_block() const override { return inner_->evicts_each_prefill_block(); }
-  void check_budget(int64_t budget) const override { inner_->check_budget(budget); }
-  void begin(PressContext& ctx) override { inner_->begin(ctx); }
-  void before_prefill_block(PressContext& ctx, int64_t n) override { inner_->before_prefill_block(ctx, n); }
+  using ForwardingPress::ForwardingPress;
   void after_prefill_block(PressContext& ctx) override {
     PagedKvCache& c = ctx.cache();
     int64_t total = 0;
@@ -61,17 +54,11 @@ class Watch final : public Press {
     }
     largest_total = std::max(largest_total, total);
     ++blocks;
-    inner_->after_prefill_block(ctx);
+    ForwardingPress::after_prefill_block(ctx);
   }
-  void end_prefill(PressContext& ctx) override { inner_->end_prefill(ctx); }
-  void after_extend(PressContext& ctx) override { inner_->after_extend(ctx); }
-  void after_decode_step(PressContext& ctx) override { inner_->after_decode_step(ctx); }
 
   int64_t largest_head = 0, largest_layer = 0, largest_total = 0;
   int blocks = 0;
-
- private:
-  std::unique_ptr<Press> inner_;
 };
 
 struct Prefilled {
@@ -126,6 +113,14 @@ std::vector<Method> block_methods() {
           {"dapq", {}, 4 + 28},  {"lookaheadkv", {"adapter=" + adapter}, 8}};
 }
 
+// Every method the registry says evicts block-wise through its option runs in the tests below.
+TEST(BlockPrefill, EveryMethodWithTheOptionIsTested) {
+  std::set<std::string> tested;
+  for (const Method& m : block_methods()) tested.insert(m.name);
+  for (const PressInfo& info : press_registry())
+    if (info.can.block_eviction == BlockEviction::Option) { EXPECT_TRUE(tested.count(info.name)) << info.name; }
+}
+
 TEST(BlockPrefill, EveryMethodHoldsAtMostBudgetPlusBlockPerHead) {
   const int heads = 2 * 2;  // layers * KV heads
   for (const Method& m : block_methods()) {
@@ -138,15 +133,15 @@ TEST(BlockPrefill, EveryMethodHoldsAtMostBudgetPlusBlockPerHead) {
     // Block-wise: PyramidKV's layers have their own budgets (summing to L * budget), so its bound
     // is on the layers together; AdaKV shares a layer's budget among its heads, so its bound is
     // on each layer; every other method bounds each head.
-    const bool per_head = m.name != "pyramidkv" && m.name.rfind("adakv", 0) != 0;
-    if (per_head) { EXPECT_LE(block.largest_head, kBudget + kBlock); }
-    if (m.name != "pyramidkv") { EXPECT_LE(block.largest_layer, 2 * (kBudget + kBlock)); }
+    const BudgetRule rule = PressSpec::parse(m.name).can().budget_rule;
+    if (rule == BudgetRule::PerHead) { EXPECT_LE(block.largest_head, kBudget + kBlock); }
+    if (rule != BudgetRule::PerModel) { EXPECT_LE(block.largest_layer, 2 * (kBudget + kBlock)); }
     EXPECT_LE(block.largest_total, heads * (kBudget + kBlock));
     EXPECT_GT(block.largest_total, heads * kBudget);  // it did run over the budget between evictions
     EXPECT_LE(block.peak_tokens, heads * (kBudget + kBlock + m.extra_rows));
     int64_t kept = 0;
     for (const auto& p : block.positions) {
-      if (per_head) { EXPECT_LE(int64_t(p.size()), kBudget); }
+      if (rule == BudgetRule::PerHead) { EXPECT_LE(int64_t(p.size()), kBudget); }
       kept += int64_t(p.size());
       EXPECT_TRUE(std::is_sorted(p.begin(), p.end()));
     }

@@ -11,7 +11,9 @@
 
 #include "engine/session.h"
 #include "model/model.h"
+#include "press/forwarding_press.h"
 #include "press/registry.h"
+#include "press/scorer_press.h"
 #include "test_lookahead_adapter.h"
 #include "test_models.h"
 #include "util/error.h"
@@ -19,30 +21,28 @@
 namespace kvslim {
 namespace {
 
-// Written here, not derived from the code: the methods whose scores AdaKV can rank, and the ones
-// it must refuse (no per-token score: position rules, own schedules, decode-time sparse attention).
-const std::set<std::string> kWrappable = {"random", "knorm", "snapkv", "tova", "h2o",
-                                          "pyramidkv", "keydiff", "dapq", "lookaheadkv"};
-const std::set<std::string> kRefused = {"full", "streaming_llm", "lagkv", "laq", "adakv",
-                                        "exact_topk", "quest", "sparq", "rocketkv"};
+// The registry says which methods adakv wraps (PressCapabilities::adakv_wraps); the rest, and
+// adakv itself, it must refuse. EveryMethodIsClassified holds the flag to what each method is.
+std::set<std::string> methods_where(bool wraps) {
+  std::set<std::string> names;
+  for (const PressInfo& info : press_registry())
+    if (info.can.adakv_wraps == wraps) names.insert(info.name);
+  return names;
+}
+const std::set<std::string> kWrappable = methods_where(true);
+const std::set<std::string> kRefused = methods_where(false);
 
 // Forwards every hook to the method under test and notes, after each hook, each layer's token
 // total and the first scores recorded per (layer, KV head).
-class HookRecorder final : public Press {
+class HookRecorder final : public ForwardingPress {
  public:
-  explicit HookRecorder(Press& inner) : inner_(inner) {}
+  explicit HookRecorder(Press& inner) : ForwardingPress(inner) {}
   void attach(const Session& session) { session_ = &session; }
 
-  AttentionProbe* prefill_probe() override { return inner_.prefill_probe(); }
-  AttentionProbe* decode_probe() override { return inner_.decode_probe(); }
-  SparseSelector* sparse_selector() override { return inner_.sparse_selector(); }
-  int prefill_block() const override { return inner_.prefill_block(); }
-  void check_budget(int64_t budget) const override { inner_.check_budget(budget); }
-  void begin(PressContext& ctx) override { inner_.begin(ctx); }
-  void after_prefill_block(PressContext& ctx) override { inner_.after_prefill_block(ctx), note(); }
-  void end_prefill(PressContext& ctx) override { inner_.end_prefill(ctx), note(); }
-  void after_extend(PressContext& ctx) override { inner_.after_extend(ctx), note(); }
-  void after_decode_step(PressContext& ctx) override { inner_.after_decode_step(ctx), note(); }
+  void after_prefill_block(PressContext& ctx) override { ForwardingPress::after_prefill_block(ctx), note(); }
+  void end_prefill(PressContext& ctx) override { ForwardingPress::end_prefill(ctx), note(); }
+  void after_extend(PressContext& ctx) override { ForwardingPress::after_extend(ctx), note(); }
+  void after_decode_step(PressContext& ctx) override { ForwardingPress::after_decode_step(ctx), note(); }
 
   std::vector<std::vector<int64_t>> layer_totals;      // [hook][layer]
   std::vector<std::vector<float>> first_scores;        // [layer * kv_heads + head]
@@ -61,7 +61,6 @@ class HookRecorder final : public Press {
     layer_totals.push_back(totals);
   }
 
-  Press& inner_;
   const Session* session_ = nullptr;
 };
 
@@ -96,10 +95,16 @@ std::vector<std::string> options_of(const std::string& method, const Model& mode
   return {};
 }
 
+// Independently of the flag: adakv can wrap exactly the methods that score every token (the
+// score-based ones), and never itself.
 TEST(PressAdaKvRegistry, EveryMethodIsClassified) {
-  for (const PressInfo& info : press_registry())
-    EXPECT_TRUE(kWrappable.count(info.name) + kRefused.count(info.name) == 1)
-        << info.name << ": say here whether adakv can wrap it";
+  const auto model = Model::load(testing::make_model({}));
+  for (const PressInfo& info : press_registry()) {
+    const auto press = make_press(info.name, options_of(info.name, *model));
+    const bool scores = dynamic_cast<ScorerPress*>(press.get()) != nullptr;
+    EXPECT_EQ(info.can.adakv_wraps, scores && info.name != "adakv") << info.name << ": adakv_wraps in its PressInfo";
+  }
+  EXPECT_TRUE(kWrappable.count("snapkv") && kRefused.count("adakv") && kRefused.count("streaming_llm"));
 }
 
 TEST(PressAdaKvRegistry, RefusesMethodsWithoutScoresByName) {

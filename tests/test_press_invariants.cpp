@@ -1,7 +1,7 @@
 // Invariants every registered method must hold (issue: "For all methods"): budget covering the
 // whole request is bit-identical to `full`; kept tokens within the method's budget rule; sinks
 // and windows kept; deterministic for a seed; GQA group sizes 1, 2, 4; KV bytes shrink with
-// the budget. A method added to the registry without an entry in kBudgetRule fails here.
+// the budget. The rule each method is held to is the one its PressInfo declares (budget_rule).
 #include <gtest/gtest.h>
 
 #include <map>
@@ -16,23 +16,11 @@
 namespace kvslim {
 namespace {
 
-// How a method's kept-token count relates to the budget B after prefill.
-enum class Rule {
-  PerHead,       // every (layer, KV head) keeps at most B
-  PerLayer,      // a layer's heads keep at most H_kv * B together (AdaKV)
-  PerModel,      // all layers together keep at most L * H_kv * B (PyramidKV)
-  NoEviction,    // decode-time sparse attention: the prompt stays whole
-  OwnSchedule,   // LagKV (ratio rho), RocketKV (its own stage-1 budget split)
-};
+// How a method's kept-token count relates to the budget B after prefill: its PressInfo's
+// budget rule, which the tests below hold the method to.
+using Rule = BudgetRule;
 
-const std::map<std::string, Rule> kBudgetRule = {
-    {"full", Rule::NoEviction},      {"random", Rule::PerHead},     {"streaming_llm", Rule::PerHead},
-    {"knorm", Rule::PerHead},        {"snapkv", Rule::PerHead},     {"tova", Rule::PerHead},
-    {"h2o", Rule::PerHead},          {"keydiff", Rule::PerHead},    {"dapq", Rule::PerHead},
-    {"laq", Rule::PerHead},          {"adakv", Rule::PerLayer},     {"pyramidkv", Rule::PerModel},
-    {"quest", Rule::NoEviction},     {"sparq", Rule::NoEviction},   {"exact_topk", Rule::NoEviction},
-    {"lagkv", Rule::OwnSchedule},    {"rocketkv", Rule::OwnSchedule},  {"lookaheadkv", Rule::PerHead},
-};
+Rule budget_rule(const std::string& method) { return PressSpec::parse(method).can().budget_rule; }
 
 // Options a method cannot run without: lookaheadkv's adapter, made here for the model at hand.
 std::vector<std::string> required_options(const std::string& method, const Model& model) {
@@ -103,7 +91,16 @@ std::vector<std::string> registered_methods() {
 
 class PressInvariants : public ::testing::TestWithParam<std::string> {};
 
-TEST_P(PressInvariants, EveryMethodHasABudgetRule) { EXPECT_TRUE(kBudgetRule.count(GetParam())) << GetParam(); }
+// The rule is declared with the method; one that evicts nothing cannot evict block by block or
+// be ranked by adakv either.
+TEST_P(PressInvariants, EveryMethodHasABudgetRule) {
+  const PressCapabilities& can = PressSpec::parse(GetParam()).can();
+  EXPECT_FALSE(budget_rule_name(can.budget_rule).empty());
+  if (can.budget_rule == Rule::NoEviction) {
+    EXPECT_EQ(can.block_eviction, BlockEviction::None) << GetParam();
+    EXPECT_FALSE(can.adakv_wraps) << GetParam();
+  }
+}
 
 TEST_P(PressInvariants, BudgetCoveringTheRequestIsIdenticalToFull) {
   const auto model = Model::load(model_path(2));
@@ -116,8 +113,7 @@ TEST_P(PressInvariants, BudgetCoveringTheRequestIsIdenticalToFull) {
 }
 
 TEST_P(PressInvariants, KeptTokensFollowTheBudgetRule) {
-  const auto it = kBudgetRule.find(GetParam());
-  ASSERT_NE(it, kBudgetRule.end());
+  const Rule rule = budget_rule(GetParam());
   for (int kv_heads : {4, 2, 1}) {  // GQA group sizes 1, 2, 4
     const auto model = Model::load(model_path(kv_heads));
     const int64_t budget = 40, n_prompt = 150;
@@ -130,15 +126,15 @@ TEST_P(PressInvariants, KeptTokensFollowTheBudgetRule) {
         const auto& kept = r.kept[l * kv_heads + h];
         EXPECT_TRUE(std::is_sorted(kept.begin(), kept.end())) << "layer " << l << " head " << h;
         EXPECT_TRUE(std::adjacent_find(kept.begin(), kept.end()) == kept.end()) << "duplicate position";
-        if (it->second == Rule::PerHead) { EXPECT_LE(int64_t(kept.size()), budget) << "layer " << l << " head " << h; }
-        if (it->second == Rule::NoEviction) { EXPECT_EQ(int64_t(kept.size()), n_prompt); }
+        if (rule == Rule::PerHead) { EXPECT_LE(int64_t(kept.size()), budget) << "layer " << l << " head " << h; }
+        if (rule == Rule::NoEviction) { EXPECT_EQ(int64_t(kept.size()), n_prompt); }
         layer_total += int64_t(kept.size());
       }
-      if (it->second == Rule::PerLayer) { EXPECT_LE(layer_total, kv_heads * budget) << "layer " << l; }
+      if (rule == Rule::PerLayer) { EXPECT_LE(layer_total, kv_heads * budget) << "layer " << l; }
       total += layer_total;
     }
-    if (it->second == Rule::PerModel) { EXPECT_LE(total, layers * kv_heads * budget); }
-    if (it->second == Rule::PerHead || it->second == Rule::PerLayer || it->second == Rule::PerModel) {
+    if (rule == Rule::PerModel) { EXPECT_LE(total, layers * kv_heads * budget); }
+    if (rule == Rule::PerHead || rule == Rule::PerLayer || rule == Rule::PerModel) {
       EXPECT_LT(total, int64_t(layers) * kv_heads * n_prompt) << "nothing evicted";
     }
   }
@@ -153,9 +149,8 @@ TEST_P(PressInvariants, DeterministicForASeed) {
 }
 
 TEST_P(PressInvariants, KvBytesShrinkWithTheBudget) {
-  const auto it = kBudgetRule.find(GetParam());
-  ASSERT_NE(it, kBudgetRule.end());
-  if (it->second == Rule::NoEviction || it->second == Rule::OwnSchedule) GTEST_SKIP() << "budget does not set storage";
+  const Rule rule = budget_rule(GetParam());
+  if (rule == Rule::NoEviction || rule == Rule::OwnSchedule) GTEST_SKIP() << "budget does not set storage";
   const auto model = Model::load(model_path(2));
   const Outcome small = run(*model, GetParam(), 24, 200, 2), large = run(*model, GetParam(), 96, 200, 2),
                 full = run(*model, "full", kNoBudget, 200, 2);

@@ -13,6 +13,7 @@
 
 #include "engine/session.h"
 #include "model/model.h"
+#include "press/forwarding_press.h"
 #include "press/registry.h"
 #include "press/scorer_press.h"
 #include "fake_press_context.h"
@@ -578,22 +579,18 @@ INSTANTIATE_TEST_SUITE_P(Variants, PressKeyDiffVariants,
 
 // Forwards every hook to a press and records the largest head it ever sees (right after each
 // block's forward pass, before the press evicts, is when the cache is largest).
-class PeakWatcher final : public Press {
+class PeakWatcher final : public ForwardingPress {
  public:
-  explicit PeakWatcher(Press& inner) : inner_(inner) {}
-  AttentionProbe* prefill_probe() override { return inner_.prefill_probe(); }
-  AttentionProbe* decode_probe() override { return inner_.decode_probe(); }
-  void begin(PressContext& ctx) override { inner_.begin(ctx); }
+  using ForwardingPress::ForwardingPress;
   void after_prefill_block(PressContext& ctx) override {
     observe(ctx);
     ++blocks;
-    inner_.after_prefill_block(ctx);
+    ForwardingPress::after_prefill_block(ctx);
     evicted_to_budget = evicted_to_budget && largest(ctx) <= ctx.budget();
   }
-  void end_prefill(PressContext& ctx) override { inner_.end_prefill(ctx); }
   void after_decode_step(PressContext& ctx) override {
     observe(ctx);
-    inner_.after_decode_step(ctx);
+    ForwardingPress::after_decode_step(ctx);
   }
 
   int64_t peak = 0;
@@ -607,10 +604,6 @@ class PeakWatcher final : public Press {
     return m;
   }
   void observe(PressContext& ctx) { peak = std::max(peak, largest(ctx)); }
-  Press& inner_;
-
- public:
-  int prefill_block() const override { return inner_.prefill_block(); }
 };
 
 TEST(PressKeyDiff, BlockPrefillOfAPrompt16TimesTheBudgetHoldsAtMostBudgetPlusBlock) {

@@ -47,8 +47,7 @@ std::vector<int32_t> random_tokens(int n, int n_vocab, uint64_t seed) {
 
 BenchReport run_bench(const Model& model, ThreadPool& pool, const BenchOptions& options) {
   options.validate();
-  if (options.compression.budget)
-    options.compression.make_press()->check_budget(*options.compression.budget);
+  options.compression.prepare();  // every error of the method before any work
   const int n_vocab = model.config().n_vocab;
   EngineOptions engine = options.engine;
   engine.batch = options.batch;
@@ -60,12 +59,12 @@ BenchReport run_bench(const Model& model, ThreadPool& pool, const BenchOptions& 
     std::vector<double> ms, rate, score_ms;
     BenchPoint point;
     for (int rep = 0; rep < options.reps; ++rep) {
-      const auto press = options.compression.make_press();
+      const PreparedCompression compression = options.compression.prepare();  // a fresh press per run
       Session session(model, pool,
                       {.engine = engine,
                        .capacity = length,
-                       .press = press.get(),
-                       .budget = options.compression.resolve_budget(length)});
+                       .press = compression.press.get(),
+                       .budget = compression.budget_for(length)});
       const auto start = Clock::now();
       session.prefill(prompt);
       ms.push_back(ms_between(start, Clock::now()));
@@ -86,12 +85,12 @@ BenchReport run_bench(const Model& model, ThreadPool& pool, const BenchOptions& 
     const int steps = options.reps * options.decode_tokens;
     engine.context = context + steps;
     const auto tokens = random_tokens(context + steps, n_vocab, options.seed + 7 * context);
-    const auto press = options.compression.make_press();
+    const PreparedCompression compression = options.compression.prepare();
     Session session(model, pool,
                     {.engine = engine,
                      .capacity = context + steps,
-                     .press = press.get(),
-                     .budget = options.compression.resolve_budget(context),
+                     .press = compression.press.get(),
+                     .budget = compression.budget_for(context),
                      .n_predict = steps,
                      .seed = options.seed});
     session.prefill(std::vector<int32_t>(tokens.begin(), tokens.begin() + context));

@@ -84,6 +84,7 @@ bool run_command(Conversation& chat, const std::string& line) {
 }
 
 void run_chat(const ChatOptions& opt) {
+  if (!opt.load_kv.empty()) refuse_compression_with_load_kv(opt.compression);
   const auto model = Model::load(opt.model);
   // No template: the error names --chat-template before any work is done.
   ChatTemplate tmpl = ChatTemplate::for_model(*model, opt.chat_template);

@@ -70,6 +70,7 @@ void run_with_kv_file(const GenerateOptions& opt, const Model& model, ThreadPool
         {"prefill_tok_s", t.prefill_tokens_per_s()},
         {"decode_tok_s", t.decode_tokens_per_s()},
         {"kv_bytes_final", t.kv_bytes},
+        {"kv_bytes_peak", live->session()->kv().peak_bytes()},
         {"seed", opt.sampling.seed},
     };
     fmt::print("{}\n", out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
@@ -84,9 +85,7 @@ void run_with_kv_file(const GenerateOptions& opt, const Model& model, ThreadPool
 }
 
 void run_generate(const GenerateOptions& opt) {
-  if (!opt.load_kv.empty() && (opt.compression.press != "full" || opt.compression.budget || opt.compression.ratio ||
-                               !opt.compression.press_options.empty()))
-    fail("--load-kv takes the method and budget from the file: drop --press, --budget, --ratio and --press-opt");
+  if (!opt.load_kv.empty()) refuse_compression_with_load_kv(opt.compression);
   const auto model = Model::load(opt.model);
   const Tokenizer& tokenizer = model->tokenizer();
   ThreadPool pool(opt.threads);

@@ -28,17 +28,15 @@ struct InspectOptions {
 };
 
 void run_inspect(const InspectOptions& opt) {
-  opt.compression.validate();
+  const PreparedCompression compression = opt.compression.prepare();
   const auto model = Model::load(opt.model);
   const Tokenizer& tokenizer = model->tokenizer();
   const auto tokens = tokenizer.encode(opt.prompt.read(), tokenizer.add_bos_by_default() && !opt.no_bos, true);
   validate_prompt(*model, opt.engine, tokens);
-  const auto press = opt.compression.make_press();
-  if (opt.compression.budget) press->check_budget(*opt.compression.budget);
-  const int64_t budget = opt.compression.resolve_budget(int64_t(tokens.size()));
+  const int64_t budget = compression.budget_for(int64_t(tokens.size()));
   ThreadPool pool(opt.threads);
   Session session(*model, pool,
-                  {.engine = opt.engine, .capacity = int64_t(tokens.size()), .press = press.get(), .budget = budget});
+                  {.engine = opt.engine, .capacity = int64_t(tokens.size()), .press = compression.press.get(), .budget = budget});
   if (opt.scores) session.record_scores();
   session.prefill(tokens);
 

@@ -1,8 +1,8 @@
-// kvslim presses: every compression method with its options, defaults and description.
+// kvslim presses: every compression method with its options, defaults, description and capabilities.
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "engine/press_catalogue.h"
 #include "press/registry.h"
 
 namespace kvslim::cli {
@@ -13,17 +13,14 @@ void add_presses_command(CLI::App& app) {
   cmd->add_flag("--json", *json, "print JSON");
   cmd->callback([json] {
     if (*json) {
-      nlohmann::json out = nlohmann::json::array();
-      for (const auto& info : press_registry()) {
-        nlohmann::json options = nlohmann::json::array();
-        for (const auto& o : info.options) options.push_back({{"key", o.key}, {"default", o.default_value}, {"help", o.help}});
-        out.push_back({{"name", info.name}, {"description", info.description}, {"options", options}});
-      }
-      fmt::print("{}\n", out.dump(2));
+      fmt::print("{}\n", press_catalogue().dump(2));
       return;
     }
     for (const auto& info : press_registry()) {
       fmt::print("{:<14} {}\n", info.name, info.description);
+      fmt::print("{:>16}block-wise prefill eviction: {}; budget rule: {}; adakv wraps it: {}; multi-turn: {}\n", "",
+                 block_eviction_name(info.can.block_eviction), budget_rule_name(info.can.budget_rule),
+                 info.can.adakv_wraps ? "yes" : "no", multi_turn_name(info.can.multi_turn));
       for (const auto& o : info.options) fmt::print("{:>16}{:<26} {}\n", "", o.key + "=" + o.default_value, o.help);
     }
   });

@@ -17,7 +17,10 @@ namespace {
 
 void run_serve(server::ServerOptions opt) {
   opt.engine.validate();
-  opt.compression.validate();
+  // The server's own method is built once at start: an unknown method, a bad option or a budget its
+  // options cannot work with is one error line now rather than a failure on every request.
+  // --prefill-evict block is the server's setting for the methods that have it (its own included).
+  opt.compression.with_block_eviction_where_supported().prepare();
   if (opt.parallel < 1 || opt.parallel > 64) fail("--parallel must be in [1, 64] (got {})", opt.parallel);
   if (opt.queue < 0 || opt.queue > 4096) fail("--queue must be in [0, 4096] (got {})", opt.queue);
   if (opt.kv_mem_mib < 0) fail("--kv-mem must be >= 0 MiB (got {})", opt.kv_mem_mib);

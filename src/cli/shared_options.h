@@ -7,6 +7,7 @@
 #include <CLI/CLI.hpp>
 
 #include "engine/session.h"
+#include "util/error.h"
 
 namespace kvslim::cli {
 
@@ -21,6 +22,14 @@ inline void add_compression_options(CLI::App& command, CompressionOptions& optio
                      "so a head never holds more than budget + --batch tokens")
       ->check(CLI::IsMember({"end", "block"}))
       ->capture_default_str();
+}
+
+// --load-kv takes the method, its options and the budget from the KV file: any compression option
+// given as well would be ignored, so it is refused (generate and chat).
+inline void refuse_compression_with_load_kv(const CompressionOptions& c) {
+  if (c.press != "full" || c.budget || c.ratio || !c.press_options.empty() || c.prefill_evict != "end")
+    fail("--load-kv takes the method, its options and the budget from the file: drop --press, --budget, --ratio, "
+         "--press-opt and --prefill-evict");
 }
 
 // --cache-type-k / --cache-type-v (llama.cpp's names): the stored type of KV pages.

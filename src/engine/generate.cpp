@@ -32,17 +32,15 @@ void validate_request(const Model& model, const EngineOptions& options, const Ge
 GenerateResult generate(const Model& model, ThreadPool& pool, const EngineOptions& options,
                         const GenerateRequest& request, const std::function<void(const std::string&)>& on_piece) {
   validate_request(model, options, request);
-  const CompressionOptions& compression = request.compression;
-  const std::unique_ptr<Press> press = compression.make_press();
-  if (compression.budget) press->check_budget(*compression.budget);
+  const PreparedCompression compression = request.compression.prepare();
   const int64_t n_prompt = int64_t(request.prompt.size());
-  const int64_t budget = compression.resolve_budget(n_prompt);
+  const int64_t budget = compression.budget_for(n_prompt);
   const int64_t n_appended = int64_t(request.appended.size());
   const int64_t capacity = std::min<int64_t>(options.context, n_prompt + n_appended + request.n_predict);
   Session session(model, pool,
                   {.engine = options,
                    .capacity = capacity,
-                   .press = press.get(),
+                   .press = compression.press.get(),
                    .budget = budget,
                    .n_predict = request.n_predict,
                    .seed = request.sampling.seed});

@@ -4,7 +4,6 @@
 #include <chrono>
 
 #include "engine/kv_file.h"
-#include "press/registry.h"
 #include "util/error.h"
 
 namespace kvslim {
@@ -60,9 +59,7 @@ LiveSession::LiveSession(const Model& model, ThreadPool& pool, const EngineOptio
     : model_(model), pool_(pool), options_(options), compression_(std::move(compression)), sampling_(sampling) {
   options_.validate();
   sampling_.validate();
-  compression_.validate();
-  press_ = make_press(compression_.press, compression_.press_options);
-  if (compression_.budget) press_->check_budget(*compression_.budget);
+  prepared_ = compression_.prepare();
   sampler_ = std::make_unique<Sampler>(sampling_, model.config().n_vocab);
 }
 
@@ -70,11 +67,10 @@ LiveSession::~LiveSession() = default;
 
 void LiveSession::start(int64_t budget) {
   budget_ = budget;
-  if (budget != kNoBudget) press_->check_budget(budget);
   session_ = std::make_unique<Session>(model_, pool_,
                                        SessionOptions{.engine = options_,
                                                       .capacity = options_.context,
-                                                      .press = press_.get(),
+                                                      .press = prepared_.press.get(),
                                                       .budget = budget,
                                                       .seed = sampling_.seed});
 }
@@ -97,7 +93,7 @@ const float* LiveSession::prompt(const std::vector<int32_t>& conversation, int n
   for (size_t i = 0; i < conversation.size(); ++i)
     if (conversation[i] < 0 || conversation[i] >= n_vocab)
       fail("conversation token #{} has id {}, outside the vocabulary [0, {})", i, conversation[i], n_vocab);
-  if (!session_) start(compression_.resolve_budget(int64_t(conversation.size())));
+  if (!session_) start(prepared_.budget_for(int64_t(conversation.size())));
 
   // Common prefix with what is cached; at least one token must run to give logits.
   const std::vector<int32_t>& cached = session_->history();
@@ -149,8 +145,8 @@ Answer LiveSession::answer(int n_predict, const std::function<void(const std::st
 }
 
 void LiveSession::reset() {
-  press_ = make_press(compression_.press, compression_.press_options);
-  session_.reset();
+  session_.reset();  // before the press it runs
+  prepared_ = compression_.prepare();
   sampler_ = std::make_unique<Sampler>(sampling_, model_.config().n_vocab);
   pending_.clear();
   answerable_ = false;
@@ -160,7 +156,9 @@ void LiveSession::reset() {
 
 void LiveSession::save(const std::string& path) const {
   if (!session_) fail("nothing to save: the session has no turn yet");
-  KvFileMeta meta{compression_.press, compression_.press_options, budget_, turns_, pending_, attachment_};
+  // The options the method runs with (prefill=block from --prefill-evict block included), so that
+  // the loaded session runs the same method.
+  KvFileMeta meta{compression_.press, prepared_.options, budget_, turns_, pending_, attachment_};
   write_kv_file(path, *session_, meta, model_);
 }
 

@@ -51,8 +51,9 @@ Answer decode_answer(Session& session, Sampler& sampler, const Tokenizer& tokeni
 
 class LiveSession {
  public:
-  // Validates the method, its options and the budget (kvslim::Error); no work is done yet. A
-  // --ratio budget is resolved against the first turn's tokens and kept for later turns.
+  // Validates and builds the method, its options and the budget (CompressionOptions::prepare;
+  // kvslim::Error); no work is done yet. A --ratio budget is resolved against the first turn's
+  // tokens and kept for later turns.
   LiveSession(const Model& model, ThreadPool& pool, const EngineOptions& options, CompressionOptions compression,
               const SamplerParams& sampling);
   ~LiveSession();
@@ -99,7 +100,7 @@ class LiveSession {
   EngineOptions options_;
   CompressionOptions compression_;
   SamplerParams sampling_;
-  std::unique_ptr<Press> press_;
+  PreparedCompression prepared_;      // the method (made again by reset())
   std::unique_ptr<Session> session_;  // made at the first turn (a --ratio budget needs its length)
   std::unique_ptr<Sampler> sampler_;
   int64_t budget_ = kNoBudget;

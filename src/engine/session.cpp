@@ -5,10 +5,7 @@
 #include <cmath>
 #include <cstring>
 
-#include <fmt/ranges.h>
-
 #include "model/fingerprint.h"
-#include "press/registry.h"
 #include "util/error.h"
 #include "util/op_profile.h"
 
@@ -48,52 +45,6 @@ void EngineOptions::validate() const {
   if (page_tokens < 1 || page_tokens > 65536) fail("--kv-page must be in [1, 65536] (got {})", page_tokens);
   if (!is_kv_type(cache_type_k)) fail("--cache-type-k {} is not a KV cache type (valid: f32, f16, bf16, q8_0)", dtype_name(cache_type_k));
   if (!is_kv_type(cache_type_v)) fail("--cache-type-v {} is not a KV cache type (valid: f32, f16, bf16, q8_0)", dtype_name(cache_type_v));
-}
-
-void CompressionOptions::validate() const {
-  if (budget && *budget <= 0) fail("--budget must be > 0 (got {})", *budget);
-  if (ratio && !(*ratio >= 0 && *ratio < 1)) fail("--ratio must be in [0, 1) (got {})", *ratio);
-  if (budget && ratio) fail("give --budget or --ratio, not both");
-  if (prefill_evict != "end" && prefill_evict != "block")
-    fail("--prefill-evict must be end or block (got '{}')", prefill_evict);
-}
-
-namespace {
-
-// True when the method has the option prefill=end|block.
-bool has_prefill_option(const std::string& press) {
-  const std::string name = press.substr(0, press.find(':'));
-  for (const PressInfo& info : press_registry())
-    if (info.name == name)
-      for (const OptionSpec& spec : info.options)
-        if (spec.key == "prefill") return true;
-  return false;
-}
-
-}  // namespace
-
-bool has_block_prefill_eviction(const std::string& press) {
-  return has_prefill_option(press) || press.substr(0, press.find(':')) == "keydiff";
-}
-
-std::unique_ptr<Press> CompressionOptions::make_press() const {
-  std::vector<std::string> options = press_options;
-  if (prefill_evict == "block") {
-    std::vector<std::string> with;
-    for (const PressInfo& info : press_registry())
-      if (has_prefill_option(info.name)) with.push_back(info.name);
-    if (!has_block_prefill_eviction(press))
-      fail("--prefill-evict block: method '{}' has no block-wise prefill eviction (methods with it: keydiff (always), {})",
-           press, fmt::join(with, ", "));
-    if (has_prefill_option(press)) options.push_back("prefill=block");
-  }
-  return kvslim::make_press(press, options);
-}
-
-int64_t CompressionOptions::resolve_budget(int64_t n_prompt) const {
-  if (budget) return *budget;
-  if (ratio) return std::max<int64_t>(1, int64_t(std::floor(double(n_prompt) * (1.0 - *ratio))));
-  return kNoBudget;
 }
 
 Session::Session(const Model& model, ThreadPool& pool, const SessionOptions& options)

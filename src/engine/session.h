@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/compression.h"
 #include "engine/sampler.h"
 #include "kv/paged_cache.h"
 #include "model/forward.h"
@@ -28,27 +29,6 @@ struct EngineOptions {
   DType cache_type_v = DType::F16;
   void validate() const;
 };
-
-// The method and its budget: either `budget` tokens per (layer, KV head), or `ratio` of the
-// prompt evicted (B = floor(n * (1 - ratio))), or neither (no limit).
-struct CompressionOptions {
-  std::string press = "full";
-  std::vector<std::string> press_options;  // key=value
-  std::optional<int64_t> budget;           // must be > 0
-  std::optional<double> ratio;             // must be in [0, 1)
-  // --prefill-evict: "end" (evict once the prompt is cached) or "block" (the method's option
-  // prefill=block: evict after every prefill block, docs/kv-cache.md).
-  std::string prefill_evict = "end";
-  void validate() const;
-  int64_t resolve_budget(int64_t n_prompt) const;
-  // The method with its options (and prefill=block for --prefill-evict block); throws
-  // kvslim::Error naming the method when it has no block-wise prefill eviction.
-  std::unique_ptr<Press> make_press() const;
-};
-
-// True when `press` (a method name, options after ':' allowed) can evict after every prefill
-// block (KeyDiff always does; others through their option prefill=block).
-bool has_block_prefill_eviction(const std::string& press);
 
 // What a Session is built with besides the model and the thread pool. Call sites name what they
 // set: Session s(model, pool, {.engine = e, .capacity = n, .press = p, .budget = b});

@@ -7,7 +7,6 @@
 
 #include "kv/paged_cache.h"
 #include "model/forward.h"
-#include "press/registry.h"
 #include "util/error.h"
 
 namespace kvslim::eval {
@@ -46,9 +45,7 @@ std::vector<float> plain_chunk_logits(const Model& model, ThreadPool& pool, cons
 // The same with the first half compressed by the press (see the header).
 std::vector<float> pressed_chunk_logits(const Model& model, ThreadPool& pool, const std::vector<int32_t>& chunk,
                                         int first, const PerplexityOptions& options, double& kept_tokens) {
-  const CompressionOptions& c = options.compression;
-  const std::unique_ptr<Press> press = make_press(c.press, c.press_options);
-  if (c.budget) press->check_budget(*c.budget);
+  const PreparedCompression c = options.compression.prepare();
   const int ctx = int(chunk.size());
   EngineOptions engine;
   engine.context = ctx;
@@ -59,8 +56,8 @@ std::vector<float> pressed_chunk_logits(const Model& model, ThreadPool& pool, co
   Session session(model, pool,
                   {.engine = engine,
                    .capacity = ctx,
-                   .press = press.get(),
-                   .budget = c.resolve_budget(first),
+                   .press = c.press.get(),
+                   .budget = c.budget_for(first),
                    .n_predict = ctx - first});
   session.prefill(std::vector<int32_t>(chunk.begin(), chunk.begin() + first));
   const PagedKvCache& kv = session.kv();
@@ -89,7 +86,9 @@ PerplexityResult perplexity(const Model& model, ThreadPool& pool, const std::vec
   const int ctx = options.ctx;
   if (ctx < 4) fail("--ctx must be >= 4 for perplexity (got {})", ctx);
   if (options.batch < 1) fail("--batch must be >= 1 (got {})", options.batch);
-  options.compression.validate();
+  // The method is built once here so that every error (--prefill-evict block on a method without
+  // it included) comes before any work, even where no chunk will run it (full without a budget).
+  options.compression.prepare();
   if (int64_t(tokens.size()) < 2 * int64_t(ctx)) {
     fail("the text has {} tokens; perplexity with --ctx {} needs at least {}", tokens.size(), ctx, 2 * int64_t(ctx));
   }

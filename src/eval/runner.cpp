@@ -29,9 +29,7 @@ SampleRecord run_method(const Model& model, ThreadPool& pool, const RunnerOption
   request.n_predict = sample.max_new_tokens;
   request.sampling.temperature = 0;  // greedy
   request.sampling.seed = prepared.spec().seed;  // the seed of seeded methods (random)
-  request.compression.press = method.press;
-  request.compression.press_options = method.options;
-  request.compression.budget = budget;
+  request.compression = method.compression(budget);
   EngineOptions engine = options.engine;
   engine.context = int(prepared.tokens().size() + sample.max_new_tokens);
   const GenerateResult generated = generate(model, pool, engine, request);
@@ -80,10 +78,8 @@ std::vector<SampleRecord> run_multi_turn(const Model& model, ThreadPool& pool, c
     fail("task '{}' has no multi-turn form (multi-turn tasks: niah_multiquery)", sample.task);
   const MethodSpec& method = *run.method;
   const Tokenizer& tokenizer = model.tokenizer();
-  CompressionOptions compression;
-  compression.press = method.press;
-  compression.press_options = method.options;
-  if (run.budget > 0) compression.budget = run.budget;
+  const CompressionOptions compression =
+      method.compression(run.budget > 0 ? std::optional<int64_t>(run.budget) : std::nullopt);
   SamplerParams greedy;
   greedy.temperature = 0;
   greedy.seed = prepared.spec().seed;

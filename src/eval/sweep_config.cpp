@@ -6,7 +6,6 @@
 #include <charconv>
 #include <set>
 
-#include "press/registry.h"
 #include "util/error.h"
 
 namespace kvslim::eval {
@@ -34,7 +33,15 @@ void check_list(const std::vector<T>& items, const char* option) {
 
 }  // namespace
 
-std::unique_ptr<Press> MethodSpec::make() const { return make_press(press, options); }
+CompressionOptions MethodSpec::compression(std::optional<int64_t> budget) const {
+  CompressionOptions c;
+  c.press = press;
+  c.press_options = options;
+  c.budget = budget;
+  return c;
+}
+
+std::unique_ptr<Press> MethodSpec::make() const { return compression(std::nullopt).prepare().press; }
 
 std::vector<MethodSpec> parse_methods(const std::string& list) {
   std::vector<MethodSpec> methods;
@@ -78,9 +85,8 @@ std::vector<MethodRun> expand_runs(const std::vector<MethodSpec>& methods, const
       runs.push_back({&m, 0});
       continue;
     }
-    const std::unique_ptr<Press> press = m.make();
     for (int64_t b : budgets) {
-      press->check_budget(b);
+      m.compression(b).prepare();  // the method refuses a budget its options cannot work with
       runs.push_back({&m, b});
     }
   }

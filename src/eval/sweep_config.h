@@ -6,9 +6,11 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "engine/compression.h"
 #include "press/press.h"
 #include "tasks/task.h"
 
@@ -21,6 +23,9 @@ struct MethodSpec {
   std::string press;                 // what make_press gets: NAME or NAME:ARG
   std::vector<std::string> options;  // key=value
   bool is_full() const { return press == "full"; }
+  // The method at `budget` as every command gives it to the engine (CompressionOptions::prepare
+  // builds it); make() is its press without a budget (the intrinsic metrics' fresh instances).
+  CompressionOptions compression(std::optional<int64_t> budget) const;
   std::unique_ptr<Press> make() const;
 };
 

@@ -84,6 +84,8 @@ struct TokenCost {
   double storage = 0, traffic = 0;
 };
 
+// A method's hooks. A press that runs another one (adakv, a test's recorder) derives from
+// ForwardingPress (press/forwarding_press.h); a hook added here is forwarded there too.
 class Press {
  public:
   virtual ~Press() = default;

@@ -18,16 +18,54 @@ const std::vector<PressInfo>& press_registry() {
   return registry;
 }
 
-std::unique_ptr<Press> make_press(const std::string& spec, const std::vector<std::string>& options) {
-  const size_t colon = spec.find(':');
-  const std::string name = spec.substr(0, colon);
-  std::vector<std::string> all_options = options;
-  if (colon != std::string::npos) all_options.push_back("scorer=" + spec.substr(colon + 1));
-  for (const auto& info : press_registry())
-    if (info.name == name) return info.make(PressOptions(info.name, info.options, all_options));
+std::string_view block_eviction_name(BlockEviction b) {
+  switch (b) {
+    case BlockEviction::None: return "none";
+    case BlockEviction::Option: return "option";
+    case BlockEviction::Always: return "always";
+  }
+  return "?";
+}
+
+std::string_view budget_rule_name(BudgetRule r) {
+  switch (r) {
+    case BudgetRule::PerHead: return "per_head";
+    case BudgetRule::PerLayer: return "per_layer";
+    case BudgetRule::PerModel: return "per_model";
+    case BudgetRule::NoEviction: return "no_eviction";
+    case BudgetRule::OwnSchedule: return "own_schedule";
+  }
+  return "?";
+}
+
+std::string_view multi_turn_name(MultiTurnRule r) {
+  switch (r) {
+    case MultiTurnRule::SelectAgain: return "select_again";
+    case MultiTurnRule::CarryOver: return "carry_over";
+    case MultiTurnRule::Continue: return "continue";
+    case MultiTurnRule::KeepAll: return "keep_all";
+  }
+  return "?";
+}
+
+PressSpec PressSpec::parse(const std::string& text) {
+  const size_t colon = text.find(':');
+  const std::string name = text.substr(0, colon);
+  for (const PressInfo& info : press_registry())
+    if (info.name == name)
+      return {&info, colon == std::string::npos ? std::nullopt : std::optional(text.substr(colon + 1))};
   std::vector<std::string> names;
-  for (const auto& info : press_registry()) names.push_back(info.name);
-  fail("unknown method '{}' (valid: {})", spec, fmt::join(names, ", "));
+  for (const PressInfo& info : press_registry()) names.push_back(info.name);
+  fail("unknown method '{}' (valid: {})", text, fmt::join(names, ", "));
+}
+
+std::unique_ptr<Press> PressSpec::make(std::vector<std::string> options) const {
+  if (arg) options.push_back("scorer=" + *arg);
+  return info->make(PressOptions(info->name, info->options, options));
+}
+
+std::unique_ptr<Press> make_press(const std::string& spec, const std::vector<std::string>& options) {
+  return PressSpec::parse(spec).make(options);
 }
 
 }  // namespace kvslim

@@ -83,20 +83,21 @@ CompressionOptions HttpServer::compression_for(const CompletionRequest& r) const
     c.budget = r.budget;
     c.ratio = r.ratio;
   }
-  // The server's --prefill-evict block applies to the methods that have block-wise eviction; a
-  // request choosing another method (full, ...) evicts at the end of its prompt as usual.
-  if (c.prefill_evict == "block" && !has_block_prefill_eviction(c.press)) c.prefill_evict = "end";
-  // The CLI's validation, with its messages naming the request fields.
+  // The CLI's validation, with its messages naming the request fields; the steps of
+  // CompressionOptions::prepare, one at a time, so that each error names its field.
   try {
     c.validate();
   } catch (const Error& e) {
     bad_field(r.ratio ? "ratio" : "budget", "{}", cli_flags_to_fields(e.what()));
   }
   try {
-    make_press(c.press, {});
+    c.spec();
   } catch (const Error& e) {
     bad_field("press", "{}", cli_flags_to_fields(e.what()));
   }
+  // The server's --prefill-evict block applies to the methods that have block-wise eviction; a
+  // request choosing another method (full, ...) evicts at the end of its prompt as usual.
+  c = c.with_block_eviction_where_supported();
   std::unique_ptr<Press> press;
   try {
     press = c.make_press();

@@ -4,6 +4,7 @@
 
 #include <filesystem>
 
+#include "engine/press_catalogue.h"
 #include "engine/system_info.h"
 #include "model/model.h"
 #include "press/registry.h"
@@ -218,12 +219,7 @@ void HttpServer::models(Response& res) {
 }
 
 void HttpServer::props(Response& res) {
-  json presses = json::array();
-  for (const PressInfo& info : press_registry()) {
-    json opts = json::array();
-    for (const OptionSpec& o : info.options) opts.push_back({{"key", o.key}, {"default", o.default_value}, {"help", o.help}});
-    presses.push_back({{"name", info.name}, {"description", info.description}, {"options", opts}});
-  }
+  const json presses = press_catalogue();
   const CompressionOptions& c = options_.compression;
   const SamplerParams sampling;
   json settings = {

@@ -8,7 +8,6 @@
 
 #include "engine/kv_file.h"
 #include "kv/page_pool.h"
-#include "press/registry.h"
 #include "server/text_stream.h"
 #include "util/error.h"
 
@@ -109,21 +108,17 @@ void Slot::begin() {
     if (reuse < session_->history().size()) session_->rewind(int64_t(reuse));
   } else {
     reset();
-    const CompressionOptions& c = job.compression;
-    press_ = c.make_press();  // with --prefill-evict block, the method's block-wise eviction
-    if (c.budget) press_->check_budget(*c.budget);
-    const int64_t budget = c.resolve_budget(int64_t(job.prompt.size()));
+    PreparedCompression c = job.compression.prepare();
+    press_ = std::move(c.press);
     session_ = std::make_unique<Session>(model_, pool_,
                                          SessionOptions{.engine = engine_,
                                                         .capacity = engine_.context,
                                                         .press = press_.get(),
-                                                        .budget = budget,
+                                                        .budget = c.budget_for(int64_t(job.prompt.size())),
                                                         .seed = job.sampling.seed});
     key_ = key;
     // The options as the method runs them: a KV file of a block-wise slot restores block-wise.
-    press_options_ = c.press_options;
-    if (c.prefill_evict == "block" && has_block_prefill_eviction(c.press) && c.press.substr(0, c.press.find(':')) != "keydiff")
-      press_options_.push_back("prefill=block");
+    press_options_ = std::move(c.options);
   }
   // The turn runs one block per step (prefill_block), so other slots' tokens and prompts take
   // turns with it instead of waiting for the whole prompt.
@@ -310,7 +305,7 @@ nlohmann::json Slot::restore(const std::string& path) {
   // prefill=block came from --prefill-evict block: key the slot as such requests are keyed.
   if (std::erase(c.press_options, std::string("prefill=block")) > 0) c.prefill_evict = "block";
   if (contents.meta.budget != kNoBudget) c.budget = contents.meta.budget;
-  auto press = c.make_press();
+  std::unique_ptr<Press> press = c.prepare().press;
   auto session = std::make_unique<Session>(
       model_, pool_,
       SessionOptions{

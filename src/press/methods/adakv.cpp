@@ -10,18 +10,19 @@
 // a window larger than the budget) and takes exactly `budget` of the layer's total.
 //
 // The wrapped method runs unchanged: every hook (probes, begin, block ends, end of prefill, the
-// appended rows DapQ and LookaheadKV score with, decode steps, the extended question) is
-// forwarded to it, and adakv installs itself as its LayerSelection, so wherever the method would
-// evict a layer (end of prefill, each prefill block with prefill=block, each KeyDiff block, each
-// H2O/TOVA/KeyDiff decode step) the
-// joint choice is made instead, with the method's own scores. A layer is compressed when it
-// holds more than n_kv_heads * budget tokens in total (heads may hold more than the budget).
+// appended rows DapQ and LookaheadKV score with, decode steps, the extended question, turns,
+// rewinds, saved state) is forwarded to it (ForwardingPress), and adakv installs itself as its
+// LayerSelection, so wherever the method would evict a layer (end of prefill, each prefill block
+// with prefill=block, each KeyDiff block, each H2O/TOVA/KeyDiff decode step) the joint choice is
+// made instead, with the method's own scores. A layer is compressed when it holds more than
+// n_kv_heads * budget tokens in total (heads may hold more than the budget).
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
 #include <fmt/ranges.h>
 
+#include "press/forwarding_press.h"
 #include "press/methods.h"
 #include "press/scorer_press.h"
 #include "press/select.h"
@@ -31,35 +32,15 @@ namespace kvslim {
 
 namespace {
 
-class AdaKvPress final : public Press, private LayerSelection {
+class AdaKvPress final : public ForwardingPress, private LayerSelection {
  public:
   // prefill=block turns the scorer's block-wise eviction on (its probes follow the blocks and it
   // compresses after every block, through this selection).
   AdaKvPress(std::unique_ptr<Press> inner, ScorerPress& scorer, double floor, bool block)
-      : inner_(std::move(inner)), floor_(floor) {
+      : ForwardingPress(std::move(inner)), floor_(floor) {
     if (block) scorer.set_block_eviction(true);
     scorer.set_layer_selection(this);
   }
-
-  AttentionProbe* prefill_probe() override { return inner_->prefill_probe(); }
-  AttentionProbe* decode_probe() override { return inner_->decode_probe(); }
-  SparseSelector* sparse_selector() override { return inner_->sparse_selector(); }
-  int prefill_block() const override { return inner_->prefill_block(); }
-  bool evicts_each_prefill_block() const override { return inner_->evicts_each_prefill_block(); }
-  void check_budget(int64_t budget) const override { inner_->check_budget(budget); }
-  void begin(PressContext& ctx) override { inner_->begin(ctx); }
-  void before_prefill_block(PressContext& ctx, int64_t n_tokens) override {
-    inner_->before_prefill_block(ctx, n_tokens);
-  }
-  void after_prefill_block(PressContext& ctx) override { inner_->after_prefill_block(ctx); }
-  void end_prefill(PressContext& ctx) override { inner_->end_prefill(ctx); }
-  void after_extend(PressContext& ctx) override { inner_->after_extend(ctx); }
-  void after_decode_step(PressContext& ctx) override { inner_->after_decode_step(ctx); }
-  void begin_turn(PressContext& ctx) override { inner_->begin_turn(ctx); }
-  void rewind(PressContext& ctx) override { inner_->rewind(ctx); }
-  void save_state(PressState& state) const override { inner_->save_state(state); }
-  void load_state(PressContext& ctx, const PressState& state) override { inner_->load_state(ctx, state); }
-  std::optional<TokenCost> token_cost() const override { return inner_->token_cost(); }
 
   // LayerSelection: a layer is compressed when its heads together hold more than
   // n_kv_heads * budget tokens (one head may hold more than the budget).
@@ -119,7 +100,6 @@ class AdaKvPress final : public Press, private LayerSelection {
     int32_t head, index;
   };
 
-  std::unique_ptr<Press> inner_;  // a ScorerPress whose LayerSelection is this
   double floor_;
 };
 
@@ -141,9 +121,12 @@ std::unique_ptr<Press> make_adakv(const PressOptions& o) {
   if (name == "adakv") fail("adakv: option scorer=adakv: 'adakv' cannot wrap itself");
   for (const PressInfo& info : press_registry()) {
     if (info.name != name) continue;
+    // The registry says which methods are score-based; the cast reaches the scorer's interface.
+    if (!info.can.adakv_wraps)
+      fail("adakv: option scorer={}: '{}' is not a score-based method (it cannot be wrapped)", name, name);
     std::unique_ptr<Press> inner = info.make(PressOptions(info.name, info.options, split_options(o.get_string("inner"))));
     auto* scorer = dynamic_cast<ScorerPress*>(inner.get());
-    if (!scorer) fail("adakv: option scorer={}: '{}' is not a score-based method (it cannot be wrapped)", name, name);
+    if (!scorer) fail("adakv: internal error: '{}' is registered as wrappable but has no scores", name);
     return std::make_unique<AdaKvPress>(std::move(inner), *scorer, floor, block);
   }
   std::vector<std::string> names;
@@ -159,7 +142,11 @@ PressInfo adakv_press() {
            {"inner", "", "the scorer's options, comma-separated key=value (e.g. window=16,kernel=5)"},
            {"floor", "0.2", "each head keeps at least floor(floor * budget) of its own best tokens"},
            prefill_evict_option()},
-          make_adakv};
+          make_adakv,
+          {.block_eviction = BlockEviction::Option,
+           .budget_rule = BudgetRule::PerLayer,
+           .adakv_wraps = false,
+           .multi_turn = MultiTurnRule::SelectAgain}};
 }
 
 }  // namespace kvslim

@@ -71,7 +71,11 @@ PressInfo dapq_press() {
             return std::make_unique<DapqPress>(a, b, kernel,
                                                pool_kind_from_name(o.get_choice("pooling", {"max", "avg", "none"})),
                                                block_eviction(o));
-          }};
+          },
+          {.block_eviction = BlockEviction::Option,
+           .budget_rule = BudgetRule::PerHead,
+           .adakv_wraps = true,
+           .multi_turn = MultiTurnRule::SelectAgain}};
 }
 
 }  // namespace kvslim

@@ -50,7 +50,11 @@ PressInfo exact_topk_press() {
   return {"exact_topk",
           "oracle sparse decode: each step reads the k tokens of largest exact attention (group mean)",
           {{"k", "0", "tokens read per KV head per decode step, newest included (0: the budget)"}},
-          [](const PressOptions& o) { return std::make_unique<ExactTopKPress>(o.get_int("k", 0, 1 << 30)); }};
+          [](const PressOptions& o) { return std::make_unique<ExactTopKPress>(o.get_int("k", 0, 1 << 30)); },
+          {.block_eviction = BlockEviction::None,
+           .budget_rule = BudgetRule::NoEviction,
+           .adakv_wraps = false,
+           .multi_turn = MultiTurnRule::KeepAll}};
 }
 
 }  // namespace kvslim

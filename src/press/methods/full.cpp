@@ -9,7 +9,11 @@ class FullPress final : public Press {};
 
 PressInfo full_press() {
   return {"full", "no compression: every token of every head is kept", {},
-          [](const PressOptions&) { return std::make_unique<FullPress>(); }};
+          [](const PressOptions&) { return std::make_unique<FullPress>(); },
+          {.block_eviction = BlockEviction::None,
+           .budget_rule = BudgetRule::NoEviction,
+           .adakv_wraps = false,
+           .multi_turn = MultiTurnRule::KeepAll}};
 }
 
 }  // namespace kvslim

@@ -196,7 +196,11 @@ PressInfo h2o_press() {
            prefill_evict_option()},
           [](const PressOptions& o) {
             return std::make_unique<H2oPress>(o.get_double("recent", 0.0, 1.0), o.get_bool("decode"), block_eviction(o));
-          }};
+          },
+          {.block_eviction = BlockEviction::Option,
+           .budget_rule = BudgetRule::PerHead,
+           .adakv_wraps = true,
+           .multi_turn = MultiTurnRule::CarryOver}};
 }
 
 }  // namespace kvslim

@@ -131,7 +131,11 @@ PressInfo keydiff_press() {
                 o.get_int("block", 1, 1 << 30), o.get_bool("decode"), o.get_double("recent", 0.0, 1.0),
                 o.get_choice("anchor", {"mean", "median"}) == "mean" ? Anchor::Mean : Anchor::Median,
                 o.get_choice("metric", {"cosine", "dot"}) == "cosine" ? Metric::Cosine : Metric::Dot);
-          }};
+          },
+          {.block_eviction = BlockEviction::Always,
+           .budget_rule = BudgetRule::PerHead,
+           .adakv_wraps = true,
+           .multi_turn = MultiTurnRule::Continue}};
 }
 
 }  // namespace kvslim

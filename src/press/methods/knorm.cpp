@@ -30,7 +30,11 @@ class KnormPress final : public ScorerPress {
 
 PressInfo knorm_press() {
   return {"knorm", "keeps the keys with the smallest L2 norm", {prefill_evict_option()},
-          [](const PressOptions& o) { return std::make_unique<KnormPress>(block_eviction(o)); }};
+          [](const PressOptions& o) { return std::make_unique<KnormPress>(block_eviction(o)); },
+          {.block_eviction = BlockEviction::Option,
+           .budget_rule = BudgetRule::PerHead,
+           .adakv_wraps = true,
+           .multi_turn = MultiTurnRule::SelectAgain}};
 }
 
 }  // namespace kvslim

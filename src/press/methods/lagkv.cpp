@@ -210,7 +210,11 @@ PressInfo lagkv_press() {
                                                 o.get_double("value_weight", 0.0, 1e6),
                                                 o.get_choice("mode", {"recursive", "oneshot"}) == "oneshot",
                                                 o.get_bool("every_block"));
-          }};
+          },
+          {.block_eviction = BlockEviction::None,
+           .budget_rule = BudgetRule::OwnSchedule,
+           .adakv_wraps = false,
+           .multi_turn = MultiTurnRule::CarryOver}};
 }
 
 }  // namespace kvslim

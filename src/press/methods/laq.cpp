@@ -150,7 +150,11 @@ PressInfo laq_press() {
           laq_option_specs(),
           [](const PressOptions& o) {
             return std::make_unique<LaqPress>(snapkv_settings(o), o.get_int("lookahead", 1, 1 << 16));
-          }};
+          },
+          {.block_eviction = BlockEviction::None,
+           .budget_rule = BudgetRule::PerHead,
+           .adakv_wraps = false,
+           .multi_turn = MultiTurnRule::SelectAgain}};
 }
 
 }  // namespace kvslim

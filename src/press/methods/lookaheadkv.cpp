@@ -77,7 +77,11 @@ PressInfo lookaheadkv_press() {
             return std::make_unique<LookaheadKvPress>(
                 std::move(adapter), kernel, pool_kind_from_name(o.get_choice("pooling", {"max", "avg", "none"})),
                 block_eviction(o));
-          }};
+          },
+          {.block_eviction = BlockEviction::Option,
+           .budget_rule = BudgetRule::PerHead,
+           .adakv_wraps = true,
+           .multi_turn = MultiTurnRule::SelectAgain}};
 }
 
 }  // namespace kvslim

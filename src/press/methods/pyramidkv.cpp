@@ -66,7 +66,11 @@ PressInfo pyramidkv_press() {
             SnapKvSettings settings = snapkv_settings(o);
             settings.block = block_eviction(o);
             return std::make_unique<PyramidKvPress>(settings, o.get_int("beta", 1, 1 << 20));
-          }};
+          },
+          {.block_eviction = BlockEviction::Option,
+           .budget_rule = BudgetRule::PerModel,
+           .adakv_wraps = true,
+           .multi_turn = MultiTurnRule::SelectAgain}};
 }
 
 }  // namespace kvslim

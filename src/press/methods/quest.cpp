@@ -69,7 +69,11 @@ class QuestPress final : public SparseAttentionPress {
 PressInfo quest_press() {
   return {"quest", "sparse decode: reads the pages whose min/max key bound on q·k is largest (group sum)",
           {{"page", "16", "tokens per page; floor(budget/page) pages are read per step"}},
-          [](const PressOptions& o) { return std::make_unique<QuestPress>(o.get_int("page", 1, 1 << 20)); }};
+          [](const PressOptions& o) { return std::make_unique<QuestPress>(o.get_int("page", 1, 1 << 20)); },
+          {.block_eviction = BlockEviction::None,
+           .budget_rule = BudgetRule::NoEviction,
+           .adakv_wraps = false,
+           .multi_turn = MultiTurnRule::KeepAll}};
 }
 
 }  // namespace kvslim

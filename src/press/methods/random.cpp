@@ -23,7 +23,11 @@ class RandomPress final : public ScorerPress {
 
 PressInfo random_press() {
   return {"random", "keeps a uniformly random subset of the prompt (seeded by --seed)", {},
-          [](const PressOptions&) { return std::make_unique<RandomPress>(); }};
+          [](const PressOptions&) { return std::make_unique<RandomPress>(); },
+          {.block_eviction = BlockEviction::None,
+           .budget_rule = BudgetRule::PerHead,
+           .adakv_wraps = true,
+           .multi_turn = MultiTurnRule::SelectAgain}};
 }
 
 }  // namespace kvslim

@@ -280,7 +280,11 @@ PressInfo rocketkv_press() {
             s.top_k = o.get_int("top_k", 0, 1 << 30);
             s.multi_turn = o.get_bool("mt");
             return std::make_unique<RocketKvPress>(s);
-          }};
+          },
+          {.block_eviction = BlockEviction::None,
+           .budget_rule = BudgetRule::OwnSchedule,
+           .adakv_wraps = false,
+           .multi_turn = MultiTurnRule::SelectAgain}};
 }
 
 }  // namespace kvslim

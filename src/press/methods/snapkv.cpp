@@ -67,7 +67,11 @@ PressInfo snapkv_press() {
             SnapKvSettings settings = snapkv_settings(o);
             settings.block = block_eviction(o);
             return std::make_unique<SnapKvScorer>("snapkv", settings);
-          }};
+          },
+          {.block_eviction = BlockEviction::Option,
+           .budget_rule = BudgetRule::PerHead,
+           .adakv_wraps = true,
+           .multi_turn = MultiTurnRule::SelectAgain}};
 }
 
 }  // namespace kvslim

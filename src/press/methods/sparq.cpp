@@ -69,7 +69,11 @@ PressInfo sparq_press() {
            {"k", "0", "tokens read per KV head per decode step, newest included (0: the budget)"}},
           [](const PressOptions& o) {
             return std::make_unique<SparqPress>(o.get_int("r", 0, 1 << 16), o.get_int("k", 0, 1 << 30));
-          }};
+          },
+          {.block_eviction = BlockEviction::None,
+           .budget_rule = BudgetRule::NoEviction,
+           .adakv_wraps = false,
+           .multi_turn = MultiTurnRule::KeepAll}};
 }
 
 }  // namespace kvslim

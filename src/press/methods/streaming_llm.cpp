@@ -49,7 +49,11 @@ PressInfo streaming_llm_press() {
           {{"sinks", "4", "first tokens always kept"}, prefill_evict_option()},
           [](const PressOptions& o) {
             return std::make_unique<StreamingLlmPress>(o.get_int("sinks", 0, 1 << 20), block_eviction(o));
-          }};
+          },
+          {.block_eviction = BlockEviction::Option,
+           .budget_rule = BudgetRule::PerHead,
+           .adakv_wraps = false,
+           .multi_turn = MultiTurnRule::SelectAgain}};
 }
 
 }  // namespace kvslim

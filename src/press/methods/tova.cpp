@@ -59,7 +59,11 @@ class TovaPress final : public ScorerPress {
 PressInfo tova_press() {
   return {"tova", "the last query's attention ranks tokens; decode evicts the least attended token each step",
           {prefill_evict_option()},
-          [](const PressOptions& o) { return std::make_unique<TovaPress>(block_eviction(o)); }};
+          [](const PressOptions& o) { return std::make_unique<TovaPress>(block_eviction(o)); },
+          {.block_eviction = BlockEviction::Option,
+           .budget_rule = BudgetRule::PerHead,
+           .adakv_wraps = true,
+           .multi_turn = MultiTurnRule::SelectAgain}};
 }
 
 }  // namespace kvslim

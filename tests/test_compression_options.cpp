@@ -1,0 +1,71 @@
+// CompressionOptions::prepare, the one place a method, its options and its budget are built:
+// --prefill-evict block becomes the method's prefill=block (and is what a KV file stores), is
+// nothing more for a method that always works block-wise, and is refused naming the methods
+// that have it otherwise; an explicit budget the options cannot work with is refused.
+#include <gtest/gtest.h>
+
+#include "engine/compression.h"
+#include "util/error.h"
+
+namespace kvslim {
+namespace {
+
+CompressionOptions options(const std::string& press, const std::string& prefill_evict,
+                           std::vector<std::string> press_options = {}) {
+  CompressionOptions c;
+  c.press = press;
+  c.press_options = std::move(press_options);
+  c.prefill_evict = prefill_evict;
+  return c;
+}
+
+TEST(CompressionOptions, BlockBecomesTheMethodsOption) {
+  const PreparedCompression snap = options("snapkv", "block", {"window=4", "prefill=end"}).prepare();
+  EXPECT_EQ(snap.options, (std::vector<std::string>{"window=4", "prefill=block"}));
+  EXPECT_TRUE(snap.press->evicts_each_prefill_block());
+  EXPECT_EQ(snap.spec.name(), "snapkv");
+  const PreparedCompression end = options("snapkv", "end", {"window=4"}).prepare();
+  EXPECT_EQ(end.options, (std::vector<std::string>{"window=4"}));
+  EXPECT_FALSE(end.press->evicts_each_prefill_block());
+  // adakv:ARG keeps its argument; its block-wise eviction is its own option too.
+  const PreparedCompression ada = options("adakv:tova", "block").prepare();
+  EXPECT_EQ(ada.options, (std::vector<std::string>{"prefill=block"}));
+  EXPECT_TRUE(ada.press->evicts_each_prefill_block());
+}
+
+TEST(CompressionOptions, AMethodThatAlwaysEvictsPerBlockNeedsNothing) {
+  const PreparedCompression keydiff = options("keydiff", "block", {"block=16"}).prepare();
+  EXPECT_EQ(keydiff.options, (std::vector<std::string>{"block=16"}));
+  EXPECT_TRUE(keydiff.press->evicts_each_prefill_block());
+}
+
+TEST(CompressionOptions, AMethodWithoutBlockWiseEvictionRefusesIt) {
+  for (const char* method : {"full", "random", "lagkv", "laq", "quest", "sparq", "exact_topk", "rocketkv"}) {
+    try {
+      options(method, "block").prepare();
+      ADD_FAILURE() << method << " accepted --prefill-evict block";
+    } catch (const Error& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("--prefill-evict block: method '" + std::string(method) + "'"), std::string::npos) << what;
+      EXPECT_NE(what.find("keydiff (always)"), std::string::npos) << what;
+      EXPECT_NE(what.find("snapkv"), std::string::npos) << what;
+    }
+  }
+}
+
+TEST(CompressionOptions, TheBudgetIsCheckedAndResolvedHere) {
+  CompressionOptions c = options("snapkv", "end");
+  c.budget = 16;  // below the default window of 32
+  EXPECT_THROW(c.prepare(), Error);
+  c.budget = 64;
+  EXPECT_EQ(c.prepare().budget_for(1000), 64);
+  c.budget.reset();
+  c.ratio = 0.75;
+  EXPECT_EQ(c.prepare().budget_for(1000), 250);
+  EXPECT_EQ(c.prepare().budget_for(1), 1);
+  c.ratio.reset();
+  EXPECT_EQ(c.prepare().budget_for(1000), kNoBudget);
+}
+
+}  // namespace
+}  // namespace kvslim
