@@ -112,7 +112,7 @@ TEST_P(Int8Gemm, EveryLevelMatchesReferenceAndTheOthersOnOddShapes) {
   const auto levels = int8_gemm_levels();
   if (levels.empty()) GTEST_SKIP() << "no level with an int8 GEMM on this CPU";
   const DType type = GetParam();
-  const bool k_quant = type == DType::Q4_K || type == DType::Q5_K;
+  const bool k_quant = dtype_block_size(type) == 256;  // q4_K, q5_K, iq4_xs
   // M (tokens), N (rows) and K (blocks) around the tile sizes (4 / 6 / 16 / 32 tokens, 16 / 32
   // rows, 128-row weight groups, 16-block K slices): 1 short of, 1 past, and far from whole tiles.
   std::vector<Shape> shapes;
@@ -205,7 +205,7 @@ TEST_P(Int8Gemm, MatmulTakesTheInt8Gemm) {
 
 INSTANTIATE_TEST_SUITE_P(BlockTypes, Int8Gemm,
                          ::testing::Values(DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1,
-                                           DType::Q4_K, DType::Q5_K),
+                                           DType::Q4_K, DType::Q5_K, DType::IQ4_NL, DType::IQ4_XS),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
 TEST(Int8GemmPaths, ThreadCountDoesNotChangeResults) {

@@ -488,6 +488,23 @@ struct GemmOperands {
   bool accumulate;
 };
 
+// The weight types the int8 GEMMs take (one scale, and at most one min, per 32 values); q2_K,
+// q3_K and q6_K (16-value sub-blocks) go through the dequantising f32 GEMM.
+bool has_int8_gemm(DType type) {
+  switch (type) {
+    case DType::Q8_0:
+    case DType::Q4_0:
+    case DType::Q4_1:
+    case DType::Q5_0:
+    case DType::Q5_1:
+    case DType::Q4_K:
+    case DType::Q5_K:
+    case DType::IQ4_NL:
+    case DType::IQ4_XS: return true;
+    default: return false;
+  }
+}
+
 // The blocked GEMM over a panel format P (F32Panels, F32TransposedPanels or Bf16Panels), on the
 // pool's threads, or on the calling thread alone when pool is null.
 template <class P>
@@ -575,10 +592,7 @@ void matmul(const WeightView& w, const float* x, int64_t n, float* y, ThreadPool
     matvec(w, x, y, pool);
     return;
   }
-  const bool int8_gemm_type = w.type == DType::Q8_0 || w.type == DType::Q4_0 || w.type == DType::Q4_1 ||
-                              w.type == DType::Q5_0 || w.type == DType::Q5_1 || w.type == DType::Q4_K ||
-                              w.type == DType::Q5_K;
-  if (int8_gemm_type && detail::matmul_q8_available()) {
+  if (has_int8_gemm(w.type) && detail::matmul_q8_available()) {
     detail::matmul_q8(w, x, n, y, pool);
     return;
   }
@@ -616,9 +630,7 @@ void gemm_f32_nn(const float* x, int64_t ldx, int64_t n, const float* w, int64_t
 }
 
 const char* matmul_kernel(DType type) {
-  const bool int8_gemm_type = type == DType::Q8_0 || type == DType::Q4_0 || type == DType::Q4_1 ||
-                              type == DType::Q5_0 || type == DType::Q5_1 || type == DType::Q4_K || type == DType::Q5_K;
-  if (int8_gemm_type && detail::matmul_q8_available()) {
+  if (has_int8_gemm(type) && detail::matmul_q8_available()) {
     return detail::amx_int8_usable() ? "amx int8 gemm (avx512-vnni below 16 tokens)" : detail::matmul_q8_kernel();
   }
 #if defined(KVSLIM_BF16_DOT)

@@ -69,6 +69,22 @@ void unpack_int8_block(DType type, const uint8_t* row, int64_t b, int8_t* q, flo
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(q), v);
     return;
   }
+  if (type == DType::IQ4_NL || type == DType::IQ4_XS) {
+    // The nibbles of one 32-value (sub-)block looked up in the level table: int8 levels -127..113.
+    const bool xs = type == DType::IQ4_XS;
+    const uint8_t* blk = row + (xs ? b / 8 : b) * dtype_block_bytes(type);
+    const int j = static_cast<int>(b % 8);
+    std::memcpy(&h, blk, 2);
+    scale = fp16_to_fp32(h);
+    if (xs) scale *= static_cast<float>(iq4xs_scale(*reinterpret_cast<const BlockIQ4_XS*>(blk), j));
+    const __m128i table = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIQ4Levels));
+    const __m128i nib = _mm_set1_epi8(0x0F);
+    const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(xs ? blk + 8 + 16 * j : blk + 2));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q), _mm_shuffle_epi8(table, _mm_and_si128(bytes, nib)));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 16),
+                     _mm_shuffle_epi8(table, _mm_and_si128(_mm_srli_epi16(bytes, 4), nib)));
+    return;
+  }
   const uint8_t* blk = row + b * dtype_block_bytes(type);
   std::memcpy(&h, blk, 2);
   scale = fp16_to_fp32(h);

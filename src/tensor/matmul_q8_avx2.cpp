@@ -8,7 +8,8 @@
 // carried by integers that stay exact:
 //   - every type's block value q is u - o with u >= 0: q4_0 u = q + 8 (0..15), q5_0 u = q + 16
 //     (0..31), q4_1 / q4_K / q5_1 / q5_K u = q (their levels; the min is applied separately),
-//     q8_0 u = q + 128 (0..255) split into two 4-bit planes u = lo + 16 * hi.
+//     q8_0 and the iq4 types' table levels u = q + 128 (0..255) split into two 4-bit planes
+//     u = lo + 16 * hi.
 //   - the activations are |x_q| <= 127 (d = amax / 127, q = round(x / d)), so one pair of
 //     products is at most 2 * 15 * 127 = 3810 for 4-bit levels and 2 * 31 * 127 = 7874 for
 //     5-bit ones. int16 sums of 8 maddubs results (4-bit: 30480) or 4 (5-bit: 31496) cannot
@@ -73,7 +74,9 @@ struct Tile {
 // o with u = q + o >= 0 for the values q of unpack_int8_block (see the top of the file).
 int level_offset(DType type) {
   switch (type) {
-    case DType::Q8_0: return 128;
+    case DType::Q8_0:
+    case DType::IQ4_NL:  // table levels -127..113
+    case DType::IQ4_XS: return 128;
     case DType::Q4_0: return 8;
     case DType::Q5_0: return 16;
     default: return 0;  // q4_1, q5_1, q4_K, q5_K: q is the level
@@ -329,7 +332,9 @@ void gemm(const WeightView& w, const float* x, int64_t n, float* y, ThreadPool& 
 void matmul_q8_avx2(const WeightView& w, const float* x, int64_t n, float* y, ThreadPool& pool) {
   // Tiles (tokens, 8-row vectors) as measured fastest per scheme, all within 16 ymm registers.
   switch (w.type) {
-    case DType::Q8_0: return gemm<Tile<4, 1, 2, 8, false>>(w, x, n, y, pool);
+    case DType::Q8_0:
+    case DType::IQ4_NL:
+    case DType::IQ4_XS: return gemm<Tile<4, 1, 2, 8, false>>(w, x, n, y, pool);
     case DType::Q4_0: return gemm<Tile<4, 2, 1, 8, false>>(w, x, n, y, pool);
     case DType::Q4_1:
     case DType::Q4_K: return gemm<Tile<4, 2, 1, 8, true>>(w, x, n, y, pool);
