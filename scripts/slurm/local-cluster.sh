@@ -5,7 +5,7 @@
 # a real cluster already has all this.
 #
 #   scripts/slurm/local-cluster.sh start DIR   # prints the SLURM_CONF line to export
-#   scripts/slurm/local-cluster.sh stop DIR    # stops the daemons it started there
+#   scripts/slurm/local-cluster.sh stop DIR    # cancels its jobs, stops the daemons it started there
 #
 # Exit codes of start: 0 running; 1 failed (the daemons' logs in DIR/log are printed);
 # 2 a program is missing (scripts/install-deps.sh installs them).
@@ -20,6 +20,14 @@ dir=$2
 # program it started (so a recycled pid is left alone); SIGKILL after 10 s.
 stop() {
   local name pid
+  # The jobs first (their processes are slurmd's job steps), bounded: 15 s.
+  if [ -f "$dir/run/slurmctld.pid" ] && [ -f "$dir/slurm.conf" ] && command -v scancel >/dev/null 2>&1; then
+    SLURM_CONF="$dir/slurm.conf" scancel --full --quiet --user "$(id -un)" 2>/dev/null || true
+    for _ in $(seq 75); do
+      [ -z "$(SLURM_CONF="$dir/slurm.conf" squeue -h 2>/dev/null)" ] && break
+      sleep 0.2
+    done
+  fi
   for name in slurmd slurmctld munged; do
     [ -f "$dir/run/$name.pid" ] || continue
     pid=$(cat "$dir/run/$name.pid")

@@ -20,7 +20,7 @@ import urllib.error
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from scale_common import KVSLIM, MODEL, SOURCE_DIR, fail, log, require_programs, skip, wait_until
+from scale_common import KVSLIM, MODEL, SOURCE_DIR, exit_on_sigterm, fail, log, require_programs, skip, wait_until
 
 TEMPLATE = os.path.join(SOURCE_DIR, "tests", "data", "chat-template.jinja")
 FILLER = ("The archive lists the rooms of the old house one by one: the hall, the library, the kitchen, the "
@@ -76,6 +76,7 @@ def free_port():
 
 def main():
     start = time.monotonic()
+    exit_on_sigterm()
     require_programs("nginx")
     tmp = tempfile.mkdtemp(prefix="kvslim-nginx-")
     os.chmod(tmp, 0o755)  # nginx workers (user nobody when started as root) reach their temp files through it

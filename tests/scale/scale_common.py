@@ -4,6 +4,7 @@ results comparison."""
 import json
 import os
 import shutil
+import signal
 import sys
 import time
 
@@ -86,3 +87,11 @@ def compare_records(got, want, what):
             diff = {f: (got_by[k].get(f), r.get(f)) for f in r if got_by[k].get(f) != r.get(f)}
             fail(f"{what}: record {k} differs from the one-process run: {diff}")
     log(f"{what}: {len(got)} records, each equal to the one-process run's (wall times aside)")
+
+
+def exit_on_sigterm():
+    """SIGTERM (a runner stopping the test) raises SystemExit, so that the test's finally stops its daemons."""
+    def handler(signum, frame):
+        log("FAILED: stopped by SIGTERM")
+        sys.exit(1)
+    signal.signal(signal.SIGTERM, handler)

@@ -15,7 +15,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from scale_common import (KVSLIM, MODEL, SOURCE_DIR, compare_records, fail, log, read_jsonl, record_key,
+from scale_common import (KVSLIM, exit_on_sigterm, MODEL, SOURCE_DIR, compare_records, fail, log, read_jsonl, record_key,
                           require_programs, skip, wait_until)
 
 SHARDS = 4
@@ -39,6 +39,7 @@ def run(cmd, env, check=True, timeout=60):
 
 def main():
     start = time.monotonic()
+    exit_on_sigterm()
     require_programs("munged", "mungekey", "slurmctld", "slurmd", "sbatch", "squeue", "scancel", "scontrol", "sinfo")
     tmp = tempfile.mkdtemp(prefix="kvslim-slurm-", dir="/tmp")  # short: the munge socket lives there
     cluster = os.path.join(tmp, "cluster")
