@@ -9,7 +9,7 @@
 # the shard done; the merge job (--dependency=afterok on the array, --kill-on-invalid-dep=yes)
 # checks every shard is done and writes DIR/merged: for eval, `eval-merge` (samples.jsonl,
 # summary.csv, summary.md) and `plot` (DIR/merged/plots); for claims, `claims --merge` (each
-# sweep's records and claims.md). DIR must be on a file system every node sees.
+# sweep's records and claims.md) and `plot` of each sweep. DIR must be on a file system every node sees.
 #
 # Resuming: run the same command again (or with --tasks for the shards that failed or were
 # cancelled). Every shard skips the runs already in its samples.jsonl, so nothing runs twice.
@@ -130,6 +130,7 @@ SCRIPT
     echo "$(q "$kvslim") plot \"\$out/merged\""
   else
     echo "$(q "$kvslim") claims ${args}--merge \"\${shards[@]}\" --out \"\$out/merged\" --threads \"\${SLURM_CPUS_PER_TASK:-$cpus}\""
+    echo "for sweep in \"\$out\"/merged/*/; do $(q "$kvslim") plot \"\$sweep\"; done"
   fi
   echo "echo \"merged $shards shards into \$out/merged\""
 } >"$out/slurm/merge.sh"
