@@ -23,7 +23,7 @@ def log(message):
 def skip(message):
     """A prerequisite this machine lacks: a skip, except in CI, where it is a failure."""
     if IN_CI:
-        log(f"error: {message} (CI=true: a missing prerequisite fails the test; scripts/install-deps.sh installs it)")
+        log(f"error: {message} (CI=true: a missing prerequisite fails the test)")
         sys.exit(1)
     log(f"SKIPPED: {message}")
     sys.exit(SKIP)
