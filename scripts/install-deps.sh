@@ -4,7 +4,8 @@ set -euo pipefail
 packages=(build-essential cmake ninja-build libgtest-dev libbenchmark-dev libopenblas-dev
           nlohmann-json3-dev libcli11-dev libfmt-dev libicu-dev
           libcpp-httplib-dev pkg-config libssl-dev zlib1g-dev libbrotli-dev
-          chromium clang)
+          chromium clang
+          slurm-wlm munge nginx python3 python3-yaml)  # the scale-out tests (docs/scale-out.md)
 missing=()
 for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 # The server tests drive kvslim serve with the OpenAI Node client (tests/node). A machine may
@@ -14,5 +15,21 @@ command -v npm >/dev/null 2>&1 || missing+=(nodejs npm)
 sudo=""
 [ "$(id -u)" = 0 ] || sudo="sudo"
 export DEBIAN_FRONTEND=noninteractive
+# Installing slurm-wlm, munge and nginx must not start their system services (nginx would listen
+# on every interface): the tests start their own, on 127.0.0.1 under a temporary folder. A
+# policy-rc.d that denies every start is in place during the install, unless one already is.
+if [ ! -e /usr/sbin/policy-rc.d ]; then
+  printf '#!/bin/sh\nexit 101\n' | $sudo tee /usr/sbin/policy-rc.d >/dev/null
+  $sudo chmod 755 /usr/sbin/policy-rc.d
+  trap '$sudo rm -f /usr/sbin/policy-rc.d' EXIT
+fi
 $sudo apt-get update -qq
 $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+# Nor start them at the next boot, where systemd runs (only the services installed just now).
+if command -v systemctl >/dev/null 2>&1; then
+  for pair in nginx:nginx munge:munge slurm-wlm:slurmctld slurm-wlm:slurmd; do
+    case " ${missing[*]} " in
+      *" ${pair%%:*} "*) $sudo systemctl disable "${pair#*:}" >/dev/null 2>&1 || true ;;
+    esac
+  done
+fi

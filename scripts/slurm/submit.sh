@@ -1,0 +1,157 @@
+#!/usr/bin/env bash
+# Submits a `kvslim eval` sweep or a `kvslim claims` run to Slurm as one job array of N shards
+# plus a merge job that starts once every shard has succeeded. docs/scale-out.md has the details.
+#
+#   scripts/slurm/submit.sh --shards N --out DIR [options] -- eval ARGS...
+#   scripts/slurm/submit.sh --shards N --out DIR [options] -- claims ARGS...
+#
+# Array task i runs `kvslim CMD ARGS --shard i/N --out DIR/shards/i` and, when it succeeds, marks
+# the shard done; the merge job (--dependency=afterok on the array, --kill-on-invalid-dep=yes)
+# checks every shard is done and writes DIR/merged: for eval, `eval-merge` (samples.jsonl,
+# summary.csv, summary.md) and `plot` (DIR/merged/plots); for claims, `claims --merge` (each
+# sweep's records and claims.md) and `plot` of each sweep. DIR must be on a file system every node sees.
+#
+# Resuming: run the same command again (or with --tasks for the shards that failed or were
+# cancelled). Every shard skips the runs already in its samples.jsonl, so nothing runs twice.
+#
+# Options:
+#   --shards N        number of shards (array tasks 0..N-1)                        (required)
+#   --out DIR         shared output folder                                          (required)
+#   --tasks LIST      array indices to submit, Slurm syntax (default 0-(N-1)), e.g. 2 or 1,3
+#   --cpus C          CPUs per task, also kvslim's --threads (default 1)
+#   --kvslim PATH     the kvslim binary every node runs (default: kvslim on PATH, else build/kvslim)
+#   --sbatch-arg ARG  passed to both sbatch calls, repeatable (e.g. --sbatch-arg=--partition=cpu)
+#   --dry-run         write the job scripts and print the sbatch commands, submit nothing
+set -euo pipefail
+
+die() { echo "error: $*" >&2; exit 2; }
+
+shards="" out="" tasks="" cpus=1 kvslim="" dry_run=0
+sbatch_args=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --shards) [ $# -ge 2 ] || die "--shards needs a value"; shards=$2; shift 2 ;;
+    --shards=*) shards=${1#*=}; shift ;;
+    --out) [ $# -ge 2 ] || die "--out needs a value"; out=$2; shift 2 ;;
+    --out=*) out=${1#*=}; shift ;;
+    --tasks) [ $# -ge 2 ] || die "--tasks needs a value"; tasks=$2; shift 2 ;;
+    --tasks=*) tasks=${1#*=}; shift ;;
+    --cpus) [ $# -ge 2 ] || die "--cpus needs a value"; cpus=$2; shift 2 ;;
+    --cpus=*) cpus=${1#*=}; shift ;;
+    --kvslim) [ $# -ge 2 ] || die "--kvslim needs a value"; kvslim=$2; shift 2 ;;
+    --kvslim=*) kvslim=${1#*=}; shift ;;
+    --sbatch-arg) [ $# -ge 2 ] || die "--sbatch-arg needs a value"; sbatch_args+=("$2"); shift 2 ;;
+    --sbatch-arg=*) sbatch_args+=("${1#*=}"); shift ;;
+    --dry-run) dry_run=1; shift ;;
+    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    --) shift; break ;;
+    *) die "unknown option '$1' (the kvslim command goes after --; see --help)" ;;
+  esac
+done
+
+[ -n "$shards" ] || die "--shards N is required"
+[[ "$shards" =~ ^[1-9][0-9]*$ ]] || die "--shards must be a positive integer, not '$shards'"
+[ -n "$out" ] || die "--out DIR is required"
+[[ "$cpus" =~ ^[1-9][0-9]*$ ]] || die "--cpus must be a positive integer, not '$cpus'"
+[ $# -ge 1 ] || die "no kvslim command: put 'eval ARGS...' or 'claims ARGS...' after --"
+cmd=$1
+shift
+case "$cmd" in
+  eval|claims) ;;
+  *) die "the command after -- must be eval or claims, not '$cmd'" ;;
+esac
+for arg in "$@"; do
+  case "$arg" in
+    --out|--out=*|--shard|--shard=*|--merge|--merge=*|--threads|--threads=*)
+      die "leave ${arg%%=*} to this script (it sets --out, --shard and --threads per task)" ;;
+  esac
+done
+
+# Array indices: Slurm's syntax (a, a-b, a-b:step, comma-separated), each below N.
+[ -n "$tasks" ] || tasks="0-$((shards - 1))"
+[[ "$tasks" =~ ^[0-9]+(-[0-9]+(:[0-9]+)?)?(,[0-9]+(-[0-9]+(:[0-9]+)?)?)*$ ]] ||
+  die "--tasks '$tasks' is not a list of array indices (e.g. 3, 0-7 or 1,4-5)"
+for n in $(echo "$tasks" | tr ',:-' '   '); do
+  [ "$((10#$n))" -lt "$shards" ] || die "--tasks '$tasks' names index $n, but shards are 0..$((shards - 1))"
+done
+
+if [ -z "$kvslim" ]; then
+  if command -v kvslim >/dev/null 2>&1; then
+    kvslim=$(command -v kvslim)
+  else
+    kvslim="$(cd "$(dirname "$0")/../.." && pwd)/build/kvslim"
+  fi
+fi
+[ -x "$kvslim" ] || die "kvslim binary '$kvslim' not found or not executable (--kvslim PATH)"
+kvslim=$(cd "$(dirname "$kvslim")" && pwd)/$(basename "$kvslim")
+
+mkdir -p "$out/shards" "$out/slurm"
+out=$(cd "$out" && pwd)
+workdir=$(pwd)
+# Shell-quoted words, space-separated, for the generated scripts.
+q() { [ $# -gt 0 ] || return 0; local s; s=$(printf '%q ' "$@"); printf '%s' "${s% }"; }
+args=$(q "$@")
+[ -z "$args" ] || args="$args "  # the command's arguments, each quoted, with a space after
+
+# What a finished shard writes into DIR/shards/i/done: the merge accepts only shards finished
+# with this same command.
+signature="kvslim $cmd ${args}--shard I/$shards"
+
+cat >"$out/slurm/shard.sh" <<SCRIPT
+#!/usr/bin/env bash
+# Generated by scripts/slurm/submit.sh: one shard of the sweep per Slurm array task.
+set -euo pipefail
+i=\${SLURM_ARRAY_TASK_ID:?error: run this as a Slurm array task (sbatch --array)}
+dir=$(q "$out")/shards/\$i
+mkdir -p "\$dir"
+rm -f "\$dir/done"
+echo "shard \$i/$shards on \$(hostname), \$(date -u +%FT%TZ)"
+$(q "$kvslim") $cmd ${args}--shard "\$i/$shards" --out "\$dir" --threads "\${SLURM_CPUS_PER_TASK:-$cpus}"
+printf '%s\n' $(q "$signature") >"\$dir/done"
+SCRIPT
+
+{
+  cat <<SCRIPT
+#!/usr/bin/env bash
+# Generated by scripts/slurm/submit.sh: merges the $shards shards once they have all finished.
+set -euo pipefail
+out=$(q "$out")
+shards=()
+for i in \$(seq 0 $((shards - 1))); do
+  if [ "\$(cat "\$out/shards/\$i/done" 2>/dev/null)" != $(q "$signature") ]; then
+    echo "error: shard \$i has not finished this sweep (no \$out/shards/\$i/done for it): resubmit it with --tasks \$i" >&2
+    exit 1
+  fi
+  shards+=("\$out/shards/\$i")
+done
+SCRIPT
+  if [ "$cmd" = eval ]; then
+    echo "$(q "$kvslim") eval-merge \"\$out/merged\" \"\${shards[@]}\""
+    echo "$(q "$kvslim") plot \"\$out/merged\""
+  else
+    echo "$(q "$kvslim") claims ${args}--merge \"\${shards[@]}\" --out \"\$out/merged\" --threads \"\${SLURM_CPUS_PER_TASK:-$cpus}\""
+    echo "for sweep in \"\$out\"/merged/*/; do $(q "$kvslim") plot \"\$sweep\"; done"
+  fi
+  echo "echo \"merged $shards shards into \$out/merged\""
+} >"$out/slurm/merge.sh"
+chmod +x "$out/slurm/shard.sh" "$out/slurm/merge.sh"
+
+array_cmd=(sbatch --parsable --job-name="kvslim-$cmd" --array="$tasks" --cpus-per-task="$cpus" --chdir="$workdir"
+           --output="$out/slurm/shard-%a.log" --open-mode=append "${sbatch_args[@]}" "$out/slurm/shard.sh")
+merge_cmd=(sbatch --parsable --job-name="kvslim-$cmd-merge" --cpus-per-task="$cpus" --chdir="$workdir"
+           --output="$out/slurm/merge.log" --open-mode=append --kill-on-invalid-dep=yes "${sbatch_args[@]}")
+if [ "$dry_run" = 1 ]; then
+  echo "$(q "${array_cmd[@]}")"
+  echo "$(q "${merge_cmd[@]}") --dependency=afterok:ARRAY_JOB_ID $(q "$out/slurm/merge.sh")"
+  exit 0
+fi
+command -v sbatch >/dev/null 2>&1 || die "sbatch not found: run this where Slurm's client commands are (or use --dry-run)"
+array_id=$("${array_cmd[@]}")
+array_id=${array_id%%;*}
+merge_id=$("${merge_cmd[@]}" --dependency="afterok:$array_id" "$out/slurm/merge.sh")
+merge_id=${merge_id%%;*}
+echo "$(date -u +%FT%TZ) array $array_id (tasks $tasks of $shards) merge $merge_id" >>"$out/slurm/jobs.txt"
+echo "submitted: array job $array_id (tasks $tasks of $shards shards), merge job $merge_id"
+echo "ARRAY_JOB_ID=$array_id"
+echo "MERGE_JOB_ID=$merge_id"
+echo "outputs: $out/shards/I (per shard), $out/merged (after the merge); logs: $out/slurm"
