@@ -20,7 +20,7 @@ bool matmul_q8_available();
 // (arch_prctl ARCH_REQ_XCOMP_PERM), and the environment variable KVSLIM_NO_AMX is unset or "0".
 // Decided once per process.
 bool amx_int8_usable();
-// Y = X W^T for q8_0, q4_0, q4_1, q5_0, q5_1, q4_K or q5_K W with X quantised to 8 bits in
+// Y = X W^T for q8_0, q4_0, q4_1, q5_0, q5_1, q4_K, q5_K, iq4_nl or iq4_xs W with X quantised to 8 bits in
 // blocks of 32 (as matvec does for q8_0 and the legacy types). Asking for Amx where it is not
 // usable throws.
 void matmul_q8(const WeightView& w, const float* x, int64_t n, float* y, ThreadPool& pool,
