@@ -5,7 +5,9 @@ packages=(build-essential cmake ninja-build libgtest-dev libbenchmark-dev libope
           nlohmann-json3-dev libcli11-dev libfmt-dev libicu-dev
           libcpp-httplib-dev pkg-config libssl-dev zlib1g-dev libbrotli-dev
           chromium clang
-          slurm-wlm munge nginx python3 python3-yaml)  # the scale-out tests (docs/scale-out.md)
+          slurm-wlm munge nginx python3 python3-yaml   # the scale-out tests (docs/scale-out.md)
+          python3-dev pybind11-dev python3-pybind11 python3-numpy python3-pytest  # the Python package (docs/python.md)
+          python3-pip python3-setuptools python3-venv python3-wheel)  # its pip install
 missing=()
 for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 # The server tests drive kvslim serve with the OpenAI Node client (tests/node). A machine may

@@ -41,11 +41,14 @@ struct CompressionOptions {
   // block, docs/kv-cache.md): the method's option prefill=block; a method that always works
   // block-wise (KeyDiff) needs nothing; one without block-wise eviction refuses it.
   std::string prefill_evict = "end";
+  // A method defined outside the registry (a press written in Python, python/): used instead of
+  // looking `press` up; its options, capabilities and factory are its own.
+  std::shared_ptr<const PressInfo> custom;
 
   // Throws kvslim::Error for a bad budget, ratio or --prefill-evict value.
   void validate() const;
   // The method as the user named it (throws kvslim::Error for an unknown name).
-  PressSpec spec() const { return PressSpec::parse(press); }
+  PressSpec spec() const { return custom ? PressSpec{custom.get(), std::nullopt} : PressSpec::parse(press); }
   // press_options plus what --prefill-evict adds; throws kvslim::Error naming the method, and the
   // ones that have it, when --prefill-evict block meets a method without block-wise eviction.
   std::vector<std::string> effective_options() const;

@@ -144,6 +144,26 @@ Answer LiveSession::answer(int n_predict, const std::function<void(const std::st
   return a;
 }
 
+const float* LiveSession::decode(int32_t token) {
+  if (!session_) fail("decode needs a prompt first");
+  const int n_vocab = model_.config().n_vocab;
+  if (token < 0 || token >= n_vocab) fail("token id {} is outside the vocabulary [0, {})", token, n_vocab);
+  std::vector<int32_t> feed = pending_;
+  feed.push_back(token);
+  const PagedKvCache& kv = session_->kv();
+  int64_t largest_head = 0;
+  for (int l = 0; l < kv.n_layers(); ++l) largest_head = std::max(largest_head, kv.n_tokens(l));
+  if (largest_head + int64_t(feed.size()) > kv.capacity())
+    fail("the context is full ({} tokens in the largest head, --ctx {})", largest_head, kv.capacity());
+  pending_.clear();
+  answerable_ = true;  // an answer may continue from here
+  const float* logits = nullptr;
+  for (int32_t t : feed) logits = session_->decode(t);
+  stats_.history = session_->n_past();
+  stats_.kv_bytes = kv.bytes_in_use();
+  return logits;
+}
+
 void LiveSession::reset() {
   session_.reset();  // before the press it runs
   prepared_ = compression_.prepare();

@@ -69,6 +69,12 @@ class LiveSession {
   Answer answer(int n_predict, const std::function<void(const std::string&)>& on_piece = {},
                 const std::atomic<bool>* stop = nullptr);
 
+  // Feeds one token after the transcript (a sampled answer token not fed yet goes first) and
+  // returns its logits: token-by-token decoding driven from outside (the Python Session).
+  // Throws kvslim::Error before the first prompt(), for an id outside the vocabulary or when a
+  // head is full.
+  const float* decode(int32_t token);
+
   // Forgets everything (the method and budget stay).
   void reset();
 

@@ -99,6 +99,11 @@ void PagedKvCache::attend(int layer, const float* q, int n, float* out, ThreadPo
     }
   }
 
+  if (probe_ != nullptr && !sparse) {
+    const HeadCache& first = head(layer, 0);
+    probe_->on_queries(layer, q, n, first.position(first.size() - n));
+  }
+
   // Work units, claimed dynamically so that heads of different sizes (and a busy core) balance.
   // Decode: a KV head with all its query heads (each key row read once), split into
   // sub-groups only when there are fewer KV heads than threads. Prefill: one query head.

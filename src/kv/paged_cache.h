@@ -25,6 +25,11 @@ class AttentionProbe {
   // first `n_visible` tokens of its KV head (cache indices 0..n_visible-1) with probabilities
   // `probs`.
   virtual void on_row(int layer, int q_head, int64_t query_position, const float* probs, int64_t n_visible) = 0;
+  // The block's queries after RoPE, before its rows: q is [n][n_heads * head_dim], query i at
+  // original position first_position + i (blocks run consecutive positions). Called once per
+  // layer and block, from the thread that runs attention; a method that ranks by the queries
+  // themselves (a Python press's `queries`) overrides it.
+  virtual void on_queries(int layer, const float* q, int n, int64_t first_position) {}
 };
 
 // Chooses, at a decode step, which cached tokens each KV head's attention reads.

@@ -1,0 +1,39 @@
+"""kvslim.eval: the same records as `kvslim eval` for the same grid."""
+
+import json
+
+import pytest
+
+import kvslim
+
+# Fields that measure time differ between any two runs; everything else must be equal.
+TIMING = ("ms", "tok_s", "seconds")
+
+
+def untimed(record):
+    return {k: v for k, v in record.items() if not any(t in k for t in TIMING)}
+
+
+def test_records_equal_the_cli(model, model_path, cli, tmp_path):
+    args = dict(methods=["full", "snapkv", "knorm"], budgets=[48], tasks=["passkey"], lengths=[256], samples=2)
+    records = kvslim.eval(model, **args, dataframe=False)
+    out = tmp_path / "cli"
+    cli("eval", "-m", model_path, "--methods", "full,snapkv,knorm", "--budgets", 48, "--tasks", "passkey",
+        "--lengths", 256, "--samples", 2, "--threads", 2, "--out", out, json_out=False)
+    with open(out / "samples.jsonl") as f:
+        expected = [json.loads(line) for line in f]
+    assert len(records) == 6  # (full, snapkv@48, knorm@48) x two samples
+    assert [untimed(r) for r in records] == [untimed(r) for r in expected]
+
+
+def test_out_directory_resumes(model, tmp_path):
+    args = dict(methods="snapkv", budgets=[32], tasks=["passkey"], lengths=[256], samples=1, out=tmp_path,
+                dataframe=False)
+    first = kvslim.eval(model, **args)
+    again = kvslim.eval(model, **args)
+    assert len(first) == len(again) == 1  # the second call found the run done
+
+
+def test_bad_grid_is_refused(model):
+    with pytest.raises(kvslim.Error, match="nosuchtask"):
+        kvslim.eval(model, "snapkv", [32], ["nosuchtask"], [256], 1)
