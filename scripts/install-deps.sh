@@ -1,18 +1,28 @@
 #!/usr/bin/env bash
-# Installs the Debian packages kvslim builds with (as root, or through sudo).
+# Installs the Debian packages kvslim builds and tests with (as root, or through sudo), when
+# missing. With --build-only, only what configuring and building needs (scripts/demo.sh), not the
+# tools the tests drive (chromium, clang, Node, Slurm, nginx, Python).
 set -euo pipefail
 packages=(build-essential cmake ninja-build libgtest-dev libbenchmark-dev libopenblas-dev
           nlohmann-json3-dev libcli11-dev libfmt-dev libicu-dev
           libcpp-httplib-dev pkg-config libssl-dev zlib1g-dev libbrotli-dev
-          chromium clang
-          slurm-wlm munge nginx python3 python3-yaml   # the scale-out tests (docs/scale-out.md)
-          python3-dev pybind11-dev python3-pybind11 python3-numpy python3-pytest  # the Python package (docs/python.md)
-          python3-pip python3-setuptools python3-venv python3-wheel)  # its pip install
+          python3-dev pybind11-dev python3-pybind11 python3-numpy)  # the Python package (docs/python.md)
+test_tools=1
+case "${1:-}" in
+  "") ;;
+  --build-only) test_tools=0 ;;
+  *) echo "usage: scripts/install-deps.sh [--build-only]" >&2; exit 2 ;;
+esac
+if [ $test_tools = 1 ]; then
+  packages+=(chromium clang  # the web page's test in headless Chromium; the fuzz build
+             slurm-wlm munge nginx python3 python3-yaml  # the scale-out tests (docs/scale-out.md)
+             python3-pytest python3-pip python3-setuptools python3-venv python3-wheel)  # the Python tests, pip install
+fi
 missing=()
 for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 # The server tests drive kvslim serve with the OpenAI Node client (tests/node). A machine may
 # already have Node with its own npm (not Debian's packages, which would conflict with it).
-command -v npm >/dev/null 2>&1 || missing+=(nodejs npm)
+[ $test_tools = 0 ] || command -v npm >/dev/null 2>&1 || missing+=(nodejs npm)
 [ ${#missing[@]} -eq 0 ] && exit 0
 sudo=""
 [ "$(id -u)" = 0 ] || sudo="sudo"

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds kvslim and runs the whole test suite.
+# Installs every dependency (the test tools too), builds everything (the command, the test suites,
+# the micro-benchmarks) and runs the whole test suite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/build.sh

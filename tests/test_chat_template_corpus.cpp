@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "chat/chat_template.h"
+#include "prerequisites.h"
 #include "util/error.h"
 
 namespace kvslim {
@@ -36,10 +37,10 @@ std::tm corpus_clock() {
   return t;
 }
 
-fs::path corpus_dir() { return fs::path(KVSLIM_SHARED_DIR) / "chat-templates"; }
+fs::path corpus_dir() { return testing::shared_dir() / "chat-templates"; }
 
 TEST(ChatTemplateCorpus, EveryCaseRendersOrIsRefused) {
-  if (!fs::exists(corpus_dir())) GTEST_SKIP() << "no template corpus at " << corpus_dir();
+  KVSLIM_REQUIRE(fs::exists(corpus_dir()), "no template corpus at " << corpus_dir());
   int templates = 0, rendered = 0, refused = 0;
   for (const auto& entry : fs::directory_iterator(corpus_dir())) {
     if (entry.path().extension() != ".jinja") continue;

@@ -8,6 +8,7 @@
 #include "cli_helpers.h"
 #include "gguf/gguf.h"
 #include "model/byte_vocab.h"
+#include "prerequisites.h"
 #include "test_models.h"
 
 namespace kvslim {
@@ -89,14 +90,13 @@ TEST(CliApplyTemplate, MessagesFromStdin) {
 
 TEST(CliApplyTemplate, SharedVocabOnlyFileWithATemplate) {
   // Of ../shared/tokenizer-vectors, the Phi-3 vocabulary carries tokenizer.chat_template.
-  const std::string phi3 = std::string(KVSLIM_SHARED_DIR) + "/tokenizer-vectors/ggml-vocab-phi-3.gguf";
-  if (!std::filesystem::exists(phi3)) GTEST_SKIP() << "no " << phi3;
+  const std::string phi3 = (testing::shared_dir() / "tokenizer-vectors/ggml-vocab-phi-3.gguf").string();
+  const std::string deepseek = (testing::shared_dir() / "tokenizer-vectors/ggml-vocab-deepseek-llm.gguf").string();
+  KVSLIM_REQUIRE(std::filesystem::exists(phi3) && std::filesystem::exists(deepseek), "no " << phi3 << " or " << deepseek);
   const CommandResult r = run("apply-template -m " + phi3 + " --messages " + conversation());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, "<s><|user|>\nHi é<|end|>\n<|assistant|>\nYo<|end|>\n");
   // Special-token texts of a byte-level BPE vocabulary come back as written (not byte-mapped).
-  const std::string deepseek = std::string(KVSLIM_SHARED_DIR) + "/tokenizer-vectors/ggml-vocab-deepseek-llm.gguf";
-  if (!std::filesystem::exists(deepseek)) return;
   const std::string t = write_file("tokens.jinja", "{{ bos_token }}|{{ eos_token }}");
   const CommandResult d = run("apply-template -m " + deepseek + " --template " + t + " --messages " + conversation());
   ASSERT_EQ(d.exit_code, 0) << d.err;

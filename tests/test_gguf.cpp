@@ -11,6 +11,7 @@
 #include <iterator>
 
 #include "gguf/gguf.h"
+#include "prerequisites.h"
 #include "util/error.h"
 
 namespace kvslim::gguf {
@@ -423,7 +424,7 @@ TEST(GgufTensorTypes, SizesAndNames) {
 
 // ---------------------------------------------------------------------------------------------
 
-const fs::path kVocabDir = fs::path(KVSLIM_SHARED_DIR) / "tokenizer-vectors";
+const fs::path kVocabDir = testing::shared_dir() / "tokenizer-vectors";
 
 std::vector<fs::path> vocab_files() {
   std::vector<fs::path> files;
@@ -435,7 +436,7 @@ std::vector<fs::path> vocab_files() {
 }
 
 TEST(GgufVocabFiles, ParseLlamaCppFiles) {
-  if (!fs::is_directory(kVocabDir)) GTEST_SKIP() << kVocabDir << " not found";
+  KVSLIM_REQUIRE(fs::is_directory(kVocabDir), kVocabDir << " not found");
   const auto files = vocab_files();
   ASSERT_FALSE(files.empty());
   for (const fs::path& path : files) {
@@ -469,7 +470,7 @@ TEST(GgufVocabFiles, ParseLlamaCppFiles) {
 // The writer's layout is llama.cpp's: rewriting a file reproduces it, up to the zero padding
 // our writer always ends the header with.
 TEST(GgufVocabFiles, RewriteReproducesBytes) {
-  if (!fs::is_directory(kVocabDir)) GTEST_SKIP() << kVocabDir << " not found";
+  KVSLIM_REQUIRE(fs::is_directory(kVocabDir), kVocabDir << " not found");
   ScratchDir dir;
   for (const fs::path& path : vocab_files()) {
     SCOPED_TRACE(path.string());

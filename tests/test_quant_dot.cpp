@@ -1,15 +1,18 @@
 // matvec / matmul of the block types q4_0 .. q6_k against a double-precision reference written
 // here: weights dequantised, activations rounded the way the format's dot products quantise
 // them (q8_0-style blocks of 32 for the legacy types, q8_K super-blocks for K-quants), products
-// summed in double. Every code path (AVX-512 VNNI, AVX2, NEON, scalar) is forced in turn; odd row
-// counts; one and two threads.
+// summed in double. Every code path of the active level (AVX-512 VNNI, AVX2, NEON, scalar) is
+// forced in turn and the others must be refused; odd row counts; one and two threads.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "tensor/dtype.h"
+#include "tensor/isa.h"
 #include "tensor/matmul_internal.h"
 #include "tensor/ops.h"
 #include "util/error.h"
@@ -22,6 +25,41 @@ constexpr DType kBlockTypes[] = {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q
                                  DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS};
 
 bool is_k(DType t) { return dtype_block_size(t) == 256; }
+
+// The dot-product paths each instruction-set level has (tensor/quant_dot_simd.cpp), best first:
+// these must run, every other path must be refused.
+std::vector<QuantKernel> paths_at(Isa isa) {
+  switch (isa) {
+    case Isa::Scalar: return {QuantKernel::Scalar};
+    case Isa::Avx2: return {QuantKernel::Avx2, QuantKernel::Scalar};
+    case Isa::Avx512:
+    case Isa::Avx512Bf16: return {QuantKernel::Vnni, QuantKernel::Avx2, QuantKernel::Scalar};
+    case Isa::Neon:
+    case Isa::NeonDot:
+    case Isa::NeonI8mm: return {QuantKernel::Neon, QuantKernel::Scalar};
+  }
+  ADD_FAILURE() << "no dot-product paths listed for the level " << isa_name(isa);
+  return {};
+}
+
+// The types the NEON path has no loop of its own for: it runs the scalar path's arithmetic on
+// them, so its results are the scalar path's bit for bit. Every other block type has its own
+// loop on every SIMD path.
+bool neon_runs_scalar_code(DType t) {
+  return t == DType::Q4_1 || t == DType::Q5_0 || t == DType::Q5_1 || t == DType::Q2_K || t == DType::Q3_K ||
+         t == DType::Q5_K;
+}
+
+const char* path_name(QuantKernel path) {
+  switch (path) {
+    case QuantKernel::Auto: return "auto";
+    case QuantKernel::Vnni: return "vnni";
+    case QuantKernel::Avx2: return "avx2";
+    case QuantKernel::Scalar: return "scalar";
+    case QuantKernel::Neon: return "neon";
+  }
+  return "?";
+}
 
 // Activations as the kernels see them, computed independently of the library: q8_K super-blocks
 // for K-quants (q8k = true), q8_0-style blocks of 32 otherwise.
@@ -107,28 +145,32 @@ TEST_P(QuantDot, EveryPathMatchesDoubleReferenceOnOddRowCounts) {
   std::vector<double> want, mag;
   reference(m, rounded_activations(t, x, is_k(t)), want, mag);
   ThreadPool one(1), two(2);
-  int paths = 0;
+  const std::vector<QuantKernel> available = paths_at(active_isa());
+  ASSERT_FALSE(available.empty());
+  ASSERT_EQ(available.back(), QuantKernel::Scalar);  // every level has the scalar path
+  std::vector<float> scalar(rows);
+  matvec(m.view, x.data(), scalar.data(), one, QuantKernel::Scalar);
   for (QuantKernel path : {QuantKernel::Vnni, QuantKernel::Avx2, QuantKernel::Neon, QuantKernel::Scalar}) {
+    SCOPED_TRACE(std::string(dtype_name(t)) + " on the " + path_name(path) + " path at the " +
+                 isa_name(active_isa()) + " level");
     std::vector<float> y(rows, -1.0f);
-    try {
-      matvec(m.view, x.data(), y.data(), one, path);
-    } catch (const Error&) {
-      continue;  // path not in this build / CPU (checked below that scalar always runs)
+    if (std::find(available.begin(), available.end(), path) == available.end()) {
+      EXPECT_THROW(matvec(m.view, x.data(), y.data(), one, path), Error);
+      continue;
     }
-    ++paths;
+    matvec(m.view, x.data(), y.data(), one, path);
     std::vector<float> y2(rows);
     matvec(m.view, x.data(), y2.data(), two, path);
     for (int64_t r = 0; r < rows; ++r) {
       // Integer sums are exact; only the f32 scaling and accumulation round (a few ulp of the
       // magnitude), plus a rare one-step activation rounding flip next to a .5 boundary.
-      EXPECT_NEAR(y[r], want[r], 2e-5 * mag[r] + 1e-6) << dtype_name(t) << " row " << r << " path " << int(path);
+      EXPECT_NEAR(y[r], want[r], 2e-5 * mag[r] + 1e-6) << "row " << r;
       EXPECT_EQ(y[r], y2[r]) << "thread count changed row " << r;
     }
+    if (path == QuantKernel::Neon && neon_runs_scalar_code(t)) {
+      EXPECT_EQ(y, scalar);
+    }
   }
-  EXPECT_GE(paths, 1);
-  // Scalar is always available.
-  std::vector<float> ys(rows);
-  EXPECT_NO_THROW(matvec(m.view, x.data(), ys.data(), one, QuantKernel::Scalar));
 }
 
 TEST_P(QuantDot, MatmulMatchesReferenceForEachToken) {
@@ -162,16 +204,10 @@ TEST(QuantDot, AutoPathIsTheBestAvailable) {
   ThreadPool pool(1);
   std::vector<float> a(3), b(3);
   matvec(m.view, x.data(), a.data(), pool);
-  QuantKernel best = QuantKernel::Scalar;
-  for (QuantKernel p : {QuantKernel::Neon, QuantKernel::Avx2, QuantKernel::Vnni}) {
-    try {
-      matvec(m.view, x.data(), b.data(), pool, p);
-      best = p;
-    } catch (const Error&) {
-    }
-  }
-  matvec(m.view, x.data(), b.data(), pool, best);
-  EXPECT_EQ(a, b);
+  const std::vector<QuantKernel> available = paths_at(active_isa());
+  ASSERT_FALSE(available.empty());
+  matvec(m.view, x.data(), b.data(), pool, available.front());
+  EXPECT_EQ(a, b) << "auto is not the " << path_name(available.front()) << " path";
 }
 
 TEST(QuantDot, RowLengthThatIsNotWholeBlocksIsRefused) {

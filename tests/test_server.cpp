@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "cli_helpers.h"
+#include "prerequisites.h"
 #include "server_helpers.h"
 
 namespace kvslim {
@@ -502,8 +503,7 @@ TEST(Server, LoadWithHostileRequestsLeavesNothingBehind) {
 }
 
 TEST(Server, WebPageShowsTheKeptPositionsInHeadlessChromium) {
-  if (std::system("command -v chromium >/dev/null 2>&1") != 0)
-    GTEST_SKIP() << "chromium is not installed (scripts/install-deps.sh installs it)";
+  KVSLIM_REQUIRE(testing::program_found("chromium"), "chromium is not installed (scripts/install-deps.sh installs it)");
   ServerProcess server("");
   const std::string profile = testing::temp_path("chromium-profile");
   const std::string dom = testing::temp_path("page.html");

@@ -14,6 +14,7 @@
 #include "tasks/haystack.h"
 #include "tasks/sizing.h"
 #include "tasks/task.h"
+#include "prerequisites.h"
 #include "test_models.h"
 #include "util/error.h"
 
@@ -30,7 +31,7 @@ const Tokenizer& byte_tokenizer() {
 // The Llama SentencePiece vocabulary from ../shared, when it is there.
 const Tokenizer* llama_tokenizer() {
   static const std::optional<Tokenizer> tokenizer = []() -> std::optional<Tokenizer> {
-    const fs::path path = fs::path(KVSLIM_SHARED_DIR) / "tokenizer-vectors" / "ggml-vocab-llama-spm.gguf";
+    const fs::path path = testing::shared_dir() / "tokenizer-vectors" / "ggml-vocab-llama-spm.gguf";
     if (!fs::exists(path)) return std::nullopt;
     return Tokenizer::from_gguf(gguf::File::open(path.string()));
   }();
@@ -97,7 +98,7 @@ class EvalTask : public ::testing::TestWithParam<std::string> {
 TEST_P(EvalTask, PromptIsTheTargetLengthWithinOnePercentInByteTokens) { expect_lengths(byte_tokenizer()); }
 
 TEST_P(EvalTask, PromptIsTheTargetLengthWithinOnePercentInLlamaTokens) {
-  if (!llama_tokenizer()) GTEST_SKIP() << "no ggml-vocab-llama-spm.gguf in ../shared";
+  KVSLIM_REQUIRE(llama_tokenizer(), "no ggml-vocab-llama-spm.gguf in " << testing::shared_dir() / "tokenizer-vectors");
   expect_lengths(*llama_tokenizer());
 }
 
@@ -197,7 +198,7 @@ TEST(EvalTaskDepth, SingleNeedleSitsAtTheRequestedDepthInByteTokens) {
 }
 
 TEST(EvalTaskDepth, SingleNeedleSitsAtTheRequestedDepthInLlamaTokens) {
-  if (!llama_tokenizer()) GTEST_SKIP() << "no ggml-vocab-llama-spm.gguf in ../shared";
+  KVSLIM_REQUIRE(llama_tokenizer(), "no ggml-vocab-llama-spm.gguf in " << testing::shared_dir() / "tokenizer-vectors");
   for (const std::string task : {"niah_single_2", "passkey"}) expect_needle_at_depth(task, *llama_tokenizer());
 }
 

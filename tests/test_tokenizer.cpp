@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "gguf/gguf.h"
+#include "prerequisites.h"
 #include "tokenizer/pretokenize.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
@@ -24,7 +25,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-const fs::path kVectorDir = fs::path(KVSLIM_SHARED_DIR) / "tokenizer-vectors";
+const fs::path kVectorDir = testing::shared_dir() / "tokenizer-vectors";
 
 std::string read_file(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
@@ -75,8 +76,7 @@ Tokenizer load_vector_vocab(const std::string& name) {
   return Tokenizer::from_gguf(gguf::File::open(path.string()));
 }
 
-#define SKIP_WITHOUT_VECTORS()                                                        \
-  if (!fs::is_directory(kVectorDir)) GTEST_SKIP() << "no test vectors at " << kVectorDir
+#define SKIP_WITHOUT_VECTORS() KVSLIM_REQUIRE(fs::is_directory(kVectorDir), "no test vectors at " << kVectorDir)
 
 TEST(TokenizerVectors, EveryVocabularyMatchesItsReferenceTokens) {
   SKIP_WITHOUT_VECTORS();
@@ -281,7 +281,7 @@ Tokenizer tiny_tokenizer(const std::string& model, const std::string& pre, const
   if (model == "gpt2") writer.set("tokenizer.ggml.merges", gguf::Value::of_string_array(merges));
 
   // One file per process: ctest runs tests of this file in parallel processes.
-  const fs::path path = fs::path(testing::TempDir()) / ("kvslim_tiny_vocab_" + std::to_string(getpid()) + ".gguf");
+  const fs::path path = fs::path(::testing::TempDir()) / ("kvslim_tiny_vocab_" + std::to_string(getpid()) + ".gguf");
   writer.write(path.string());
   const std::string bytes = read_file(path);
   fs::remove(path);

@@ -177,7 +177,9 @@ std::string cpu_description() {
   const Features& f = features();
   std::string flags;
   auto add = [&](bool has, const char* name) {
-    if (has) flags += (flags.empty() ? "" : " ") + std::string(name);
+    if (!has) return;
+    if (!flags.empty()) flags += ' ';
+    flags += name;
   };
   add(f.avx2, "avx2");
   add(f.fma, "fma");
