@@ -1,7 +1,8 @@
-// The int8 prefill GEMMs (AVX2 maddubs, AVX-512 VNNI, AMX-INT8 tiles) at every instruction-set
-// level of this CPU that has one, on shapes that are not whole tiles, against a double reference
-// with the activations quantised as the kernels do, and against each other bit for bit (their
-// int32 sums are exact and their f32 steps the same).
+// The int8 prefill GEMMs (AVX2 maddubs, AVX-512 VNNI, AMX-INT8 tiles; on aarch64 NEON sdot at
+// dotprod and smmla at i8mm) at every instruction-set level of this CPU that has one, on shapes
+// that are not whole tiles, against a double reference with the activations quantised as the
+// kernels do, and against each other bit for bit (their int32 sums are exact and their f32 steps
+// the same).
 #include <gtest/gtest.h>
 
 #include <algorithm>

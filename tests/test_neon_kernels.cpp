@@ -1,11 +1,13 @@
 // Every instruction-set level this CPU runs against the scalar level, for the kernels that have
 // hand-written SIMD versions (NEON on aarch64; AVX2 / AVX-512 on x86): matvec of f32 / f16 /
-// bf16 / q8_0 rows, the block types' integer dot products, the f32 GEMM (matmul and
-// gemm_f32_nt), dot, rmsnorm and the f16 / bf16 conversions. Results may differ from the scalar level's only by f32 rounding (a different
-// summation order), bounded by a small multiple of f32's epsilon times sum |w * x|.
+// bf16 / q8_0 rows, every block type's integer dot products (also on random bit patterns), the
+// f32 GEMM (matmul and gemm_f32_nt), dot, rmsnorm and the f16 / bf16 conversions, and the kernel
+// names info --system reports. Results may differ from the scalar level's only by f32 rounding
+// (a different summation order), bounded by a small multiple of f32's epsilon times sum |w * x|.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -97,8 +99,13 @@ TEST(IsaKernels, MatvecBlockTypesMatchScalarLevel) {
   }
 }
 
+constexpr DType kBlockTypes[] = {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1,   DType::Q2_K,  DType::Q3_K,
+                                 DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS};
+
+// Every block type: the level's own dot-product path (Auto: NEON on aarch64, AVX2 / VNNI on
+// x86) against the scalar arithmetic of the same level.
 TEST(IsaKernels, BlockTypesAutoPathMatchesScalarPathAtEveryLevel) {
-  for (DType t : {DType::Q4_0, DType::Q4_K, DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS}) {
+  for (DType t : kBlockTypes) {
     const Weights w = make_weights(t, 5, 512, 21);
     const auto x = normal_vec(512, 22);
     const auto mag = magnitudes(w, x.data());
@@ -109,6 +116,88 @@ TEST(IsaKernels, BlockTypesAutoPathMatchesScalarPathAtEveryLevel) {
       matvec(w.view, x.data(), a.data(), pool, QuantKernel::Auto);
       matvec(w.view, x.data(), b.data(), pool, QuantKernel::Scalar);
       for (int r = 0; r < 5; ++r) ASSERT_NEAR(a[r], b[r], 1e-5 * mag[r] + 1e-7) << dtype_name(t) << " " << isa_name(isa);
+    }
+  }
+}
+
+// Byte offsets in one block of `t` of its f16 scale fields (d, and dmin / m where the format
+// has one).
+std::vector<size_t> f16_fields(DType t) {
+  switch (t) {
+    case DType::Q4_1:
+    case DType::Q5_1:
+    case DType::Q4_K:
+    case DType::Q5_K: return {0, 2};
+    case DType::Q2_K: return {80, 82};
+    case DType::Q3_K: return {108};
+    case DType::Q6_K: return {208};
+    default: return {0};  // q4_0, q5_0, iq4_nl, iq4_xs
+  }
+}
+
+// Random bit patterns for every level, scale and high-bit field (so each 2-, 3-, 4-, 5- and 6-bit
+// level, every sub-block scale and min, and each hmask / qh bit occurs in every position),
+// with valid f16 scales: the level's dot-product path gives the scalar path's result (the
+// integers are the same; only the f32 summation order differs).
+TEST(IsaKernels, BlockTypesOnRandomBitsMatchScalarPathAtEveryLevel) {
+  std::mt19937 rng(99);
+  for (DType t : kBlockTypes) {
+    const int64_t rows = 9, cols = dtype_block_size(t) == 256 ? 768 : 224;
+    const size_t rb = row_bytes(t, cols), bb = dtype_block_bytes(t);
+    std::vector<uint8_t> bytes(rb * rows);
+    for (auto& b : bytes) b = static_cast<uint8_t>(rng());
+    for (size_t off = 0; off < bytes.size(); off += bb) {
+      for (size_t f : f16_fields(t)) {
+        const uint16_t h = fp32_to_fp16(0.001f + static_cast<float>(rng() % 1000) * 1e-5f);
+        std::memcpy(&bytes[off + f], &h, 2);
+      }
+    }
+    // Row 0 every bit set, row 1 none (past the scale fields): the extremes of every field.
+    for (size_t off = 0; off < rb; off += bb) {
+      std::vector<uint8_t> keep(bytes.begin() + off, bytes.begin() + off + bb);
+      std::memset(&bytes[off], 0xFF, bb);
+      std::memset(&bytes[rb + off], 0x00, bb);
+      for (size_t f : f16_fields(t)) {
+        std::memcpy(&bytes[off + f], &keep[f], 2);
+        std::memcpy(&bytes[rb + off + f], &keep[f], 2);
+      }
+    }
+    const WeightView w{t, bytes.data(), rows, cols};
+    std::vector<float> deq(static_cast<size_t>(rows * cols));
+    for (int64_t r = 0; r < rows; ++r) convert_to_f32(t, bytes.data() + r * rb, deq.data() + r * cols, cols);
+    auto x = normal_vec(static_cast<size_t>(cols), 23);
+    x[7] = -9.0f;
+    std::vector<double> mag(static_cast<size_t>(rows));
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t c = 0; c < cols; ++c) mag[r] += std::fabs(double(deq[r * cols + c]) * x[c]);
+    }
+    ThreadPool pool(1);
+    for (Isa isa : supported_isas()) {
+      ScopedIsa level(isa);
+      std::vector<float> a(rows), b(rows);
+      matvec(w, x.data(), a.data(), pool, QuantKernel::Auto);
+      matvec(w, x.data(), b.data(), pool, QuantKernel::Scalar);
+      for (int64_t r = 0; r < rows; ++r) {
+        ASSERT_NEAR(a[r], b[r], 1e-5 * mag[r] + 1e-7) << dtype_name(t) << " row " << r << " at " << isa_name(isa);
+      }
+    }
+  }
+}
+
+// The kernel names that info --system reports: every block type has a vector dot product at
+// every level above scalar, and the types of the int8 GEMM take it wherever the level has one.
+TEST(IsaKernels, KernelNamesNameTheVectorPaths) {
+  for (Isa isa : supported_isas()) {
+    if (isa == Isa::Scalar) continue;
+    ScopedIsa level(isa);
+    for (DType t : kBlockTypes) {
+      const std::string decode = matvec_kernel(t);
+      EXPECT_EQ(decode.find("scalar"), std::string::npos) << dtype_name(t) << " at " << isa_name(isa) << ": " << decode;
+    }
+    for (DType t : {DType::Q8_0, DType::Q4_0, DType::Q4_K}) {
+      const std::string prefill = matmul_kernel(t);
+      const bool int8 = prefill.find("int8 gemm") != std::string::npos;
+      EXPECT_TRUE(int8 || isa == Isa::Neon) << dtype_name(t) << " at " << isa_name(isa) << ": " << prefill;
     }
   }
 }

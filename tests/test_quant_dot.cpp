@@ -188,7 +188,7 @@ TEST_P(QuantDot, MatmulMatchesReferenceForEachToken) {
   for (int i = 0; i < n; ++i) {
     const std::vector<float> x(xs.begin() + i * cols, xs.begin() + (i + 1) * cols);
     std::vector<double> want, mag;
-    // Prefill's int8 GEMM (AVX2 and AVX-512 levels) takes q4_K / q5_K / iq4_xs with q8_0-style
+    // Prefill's int8 GEMM (AVX2, AVX-512, aarch64 dotprod / i8mm) takes q4_K / q5_K / iq4_xs with q8_0-style
     // activations of 32; q2_K, q3_K, q6_K (and every 256-value type at a level without it) go
     // through the f32 GEMM with x rounded through q8_K as decode does.
     const bool int8_gemm_k =

@@ -2,7 +2,7 @@
 //
 // BF16 weights on AVX512-BF16 CPUs go through the same blocked GEMM with bf16 panels and
 // vdpbf16ps (Bf16Panels below; x rounded to bf16, see bf16_weights_round_x).
-// f32/f16/bf16, q2_K, q3_K, q6_K (and every block type below AVX2) use a blocked f32 GEMM of our own (measured
+// f32/f16/bf16, q2_K, q3_K, q6_K (and every block type at the scalar and plain NEON levels) use a blocked f32 GEMM of our own (measured
 // within ~10% of OpenBLAS's sgemm, without its extra packing pass or thread pool): X is packed
 // once into panels of kMR tokens ([k][kMR] floats, shared by all threads); threads take chunks
 // of kNR-row weight panels from a queue and, for each kKC-deep slice of K, convert a panel to
@@ -11,8 +11,9 @@
 // panel's weights meanwhile. q8_0, the legacy 32-block types, q4_K and q5_K go to the int8
 // kernels instead (q8_0-style activations of 32): AVX-512 VNNI in matmul_q8.cpp (2.5x the f32
 // GEMM's speed), AMX-INT8 tiles where the CPU and kernel allow (matmul_q8_amx.cpp;
-// KVSLIM_NO_AMX=1 keeps the VNNI kernel), or at the AVX2 level the maddubs kernel of
-// matmul_q8_avx2.cpp; all give identical bits.
+// KVSLIM_NO_AMX=1 keeps the VNNI kernel), at the AVX2 level the maddubs kernel of
+// matmul_q8_avx2.cpp, on aarch64 with dotprod / i8mm the sdot / smmla kernels of
+// matmul_q8_neon.cpp; all give identical bits.
 // Each output is computed by one thread in a fixed order, so results do not depend on the
 // number of threads.
 #include <algorithm>
@@ -641,6 +642,8 @@ const char* matmul_kernel(DType type) {
       "avx512 f32 gemm 14x32";
 #elif defined(KVSLIM_HAS_AVX2)
       "avx2 f32 gemm 6x16";
+#elif defined(KVSLIM_HAS_NEON)
+      "neon f32 gemm 8x12";
 #else
       "scalar f32 gemm 4x8";
 #endif

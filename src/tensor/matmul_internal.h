@@ -9,12 +9,13 @@
 namespace kvslim::detail {
 
 // Which int8 GEMM runs a block-type prefill. Vnni is the level's vector kernel: AVX-512 VNNI
-// (matmul_q8.cpp), or at the AVX2 level the maddubs kernel (matmul_q8_avx2.cpp). Auto takes
+// (matmul_q8.cpp), at the AVX2 level the maddubs kernel (matmul_q8_avx2.cpp), on aarch64 the
+// sdot kernel (dotprod) or the smmla kernel (i8mm) of matmul_q8_neon.cpp. Auto takes
 // AMX when amx_int8_usable() and there are at least 16 tokens, else the vector kernel. All give
 // bit-identical results (same int32 sums, same f32 scaling order).
 enum class Int8Gemm { Auto, Vnni, Amx };
 
-// True when the active level has an int8 GEMM (AVX2, or AVX-512 VNNI).
+// True when the active level has an int8 GEMM (AVX2, AVX-512 VNNI, or aarch64 dotprod / i8mm).
 bool matmul_q8_available();
 // True when the CPU has AMX-INT8 tiles, the kernel lets this process use them
 // (arch_prctl ARCH_REQ_XCOMP_PERM), and the environment variable KVSLIM_NO_AMX is unset or "0".
@@ -26,8 +27,9 @@ bool amx_int8_usable();
 void matmul_q8(const WeightView& w, const float* x, int64_t n, float* y, ThreadPool& pool,
                Int8Gemm path = Int8Gemm::Auto);
 
-// unpack_int8_block, quantize_x_block (shared by the AVX2, VNNI and AMX kernels, so all see the
-// same int8 values), matmul_q8_amx and matmul_q8_avx2 exist per level only (tensor/tensor_isa.inc).
+// unpack_int8_block, quantize_x_block (shared by the AVX2, VNNI, AMX and NEON kernels, so all see
+// the same int8 values), matmul_q8_amx, matmul_q8_avx2 and matmul_q8_neon exist per level only
+// (tensor/tensor_isa.inc).
 // K slice (in blocks of 32) of the int8 kernels: outputs are summed in f32 per slice and the
 // slices added in order, so the kernels round identically.
 constexpr int64_t kInt8SliceBlocks = 16;

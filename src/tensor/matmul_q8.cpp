@@ -2,7 +2,8 @@
 // 32-value sub-blocks q4_K, q5_K (AVX-512 VNNI), and the dispatch between it and the AMX-INT8
 // kernel of matmul_q8_amx.cpp (same int8 values from the shared helpers below, same bits out).
 // At the AVX2 level (no VNNI) matmul_q8 runs the maddubs kernel of matmul_q8_avx2.cpp instead,
-// on the same helpers' values, again with the same bits out.
+// on the same helpers' values, again with the same bits out; on aarch64 (dotprod, i8mm) the
+// NEON kernels of matmul_q8_neon.cpp, on NEON bodies of the helpers that give the same values.
 //
 // The other types are unpacked while packing a weight panel into the same int8 form, exactly:
 // q4_0 / q5_0 as q - 8 / q - 16 with scale d; q4_1 / q5_1 as q with scale d plus a per-block
@@ -35,9 +36,49 @@
 #elif defined(KVSLIM_HAS_AVX2) && defined(KVSLIM_HAS_FMA)
 // AVX2 without VNNI: the maddubs kernel of matmul_q8_avx2.cpp, on the int8 values below.
 #define KVSLIM_Q8_GEMM_AVX2 1
+#elif defined(KVSLIM_HAS_NEON_DOTPROD)
+// aarch64 with the int8 dot product (and matrix multiply at i8mm): matmul_q8_neon.cpp's
+// kernels, on the same int8 values as the x86 kernels (the NEON bodies below).
+#define KVSLIM_Q8_GEMM_NEON 1
 #endif
 
 namespace kvslim::KVSLIM_ISA_NS::detail {
+
+#if defined(KVSLIM_Q8_GEMM) || defined(KVSLIM_Q8_GEMM_AVX2) || defined(KVSLIM_Q8_GEMM_NEON)
+
+namespace {
+// q4_1, q5_0 and q5_1 blocks (blk) as int8 q and, for q4_1 / q5_1, the min (portable: the same
+// code at every level).
+void unpack_int8_legacy(DType type, const uint8_t* blk, int8_t* q, float& min) {
+  uint16_t h;
+  if (type == DType::Q4_1) {
+    std::memcpy(&h, blk + 2, 2);
+    min = fp16_to_fp32(h);
+    for (int i = 0; i < 16; ++i) {
+      q[i] = static_cast<int8_t>(blk[4 + i] & 0xF);
+      q[i + 16] = static_cast<int8_t>(blk[4 + i] >> 4);
+    }
+    return;
+  }
+  // q5_0 / q5_1
+  const bool affine = type == DType::Q5_1;
+  const uint8_t* qh = blk + (affine ? 4 : 2);
+  const uint8_t* qs = qh + 4;
+  if (affine) {
+    std::memcpy(&h, blk + 2, 2);
+    min = fp16_to_fp32(h);
+  }
+  uint32_t bits;
+  std::memcpy(&bits, qh, 4);
+  const int off = affine ? 0 : 16;
+  for (int i = 0; i < 16; ++i) {
+    q[i] = static_cast<int8_t>(((qs[i] & 0xF) | (((bits >> i) & 1u) << 4)) - off);
+    q[i + 16] = static_cast<int8_t>(((qs[i] >> 4) | (((bits >> (i + 16)) & 1u) << 4)) - off);
+  }
+}
+}  // namespace
+
+#endif
 
 #if defined(KVSLIM_Q8_GEMM) || defined(KVSLIM_Q8_GEMM_AVX2)
 
@@ -99,31 +140,7 @@ void unpack_int8_block(DType type, const uint8_t* row, int64_t b, int8_t* q, flo
                        _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(bytes, 4), nib), eight));
       return;
     }
-    case DType::Q4_1:
-      std::memcpy(&h, blk + 2, 2);
-      min = fp16_to_fp32(h);
-      for (int i = 0; i < 16; ++i) {
-        q[i] = static_cast<int8_t>(blk[4 + i] & 0xF);
-        q[i + 16] = static_cast<int8_t>(blk[4 + i] >> 4);
-      }
-      return;
-    default: {  // q5_0 / q5_1
-      const bool affine = type == DType::Q5_1;
-      const uint8_t* qh = blk + (affine ? 4 : 2);
-      const uint8_t* qs = qh + 4;
-      if (affine) {
-        std::memcpy(&h, blk + 2, 2);
-        min = fp16_to_fp32(h);
-      }
-      uint32_t bits;
-      std::memcpy(&bits, qh, 4);
-      const int off = affine ? 0 : 16;
-      for (int i = 0; i < 16; ++i) {
-        q[i] = static_cast<int8_t>(((qs[i] & 0xF) | (((bits >> i) & 1u) << 4)) - off);
-        q[i + 16] = static_cast<int8_t>(((qs[i] >> 4) | (((bits >> (i + 16)) & 1u) << 4)) - off);
-      }
-      return;
-    }
+    default: unpack_int8_legacy(type, blk, q, min); return;
   }
 }
 
@@ -171,6 +188,89 @@ void quantize_x_block(const float* xb, int8_t* q, float& d, int32_t& sum) {
 #endif
 
 #endif  // KVSLIM_Q8_GEMM || KVSLIM_Q8_GEMM_AVX2
+
+#if defined(KVSLIM_Q8_GEMM_NEON)
+// The x86 bodies above in NEON registers: the same q, scale and min for every block.
+void unpack_int8_block(DType type, const uint8_t* row, int64_t b, int8_t* q, float& scale, float& min) {
+  uint16_t h;
+  min = 0.0f;
+  const uint8x16_t nib = vdupq_n_u8(0x0F);
+  if (type == DType::Q4_K || type == DType::Q5_K) {
+    const bool five = type == DType::Q5_K;
+    const uint8_t* blk = row + (b / 8) * dtype_block_bytes(type);
+    const int j = static_cast<int>(b % 8);
+    int sc, m;
+    k4_scale_min(blk + 4, j, sc, m);
+    std::memcpy(&h, blk, 2);
+    scale = fp16_to_fp32(h) * static_cast<float>(sc);
+    std::memcpy(&h, blk + 2, 2);
+    min = -fp16_to_fp32(h) * static_cast<float>(m);
+    const uint8_t* qs = blk + (five ? 48 : 16) + 32 * (j / 2);
+    // This sub-block's nibbles of 32 bytes, plus bit j of qh as bit 4.
+    uint8x16_t v0 = vld1q_u8(qs), v1 = vld1q_u8(qs + 16);
+    v0 = (j & 1) ? vshrq_n_u8(v0, 4) : vandq_u8(v0, nib);
+    v1 = (j & 1) ? vshrq_n_u8(v1, 4) : vandq_u8(v1, nib);
+    if (five) {
+      const uint8x16_t bit = vdupq_n_u8(static_cast<uint8_t>(1u << j)), b4 = vdupq_n_u8(0x10);
+      v0 = vorrq_u8(v0, vandq_u8(vtstq_u8(vld1q_u8(blk + 16), bit), b4));
+      v1 = vorrq_u8(v1, vandq_u8(vtstq_u8(vld1q_u8(blk + 32), bit), b4));
+    }
+    vst1q_s8(q, vreinterpretq_s8_u8(v0));
+    vst1q_s8(q + 16, vreinterpretq_s8_u8(v1));
+    return;
+  }
+  if (type == DType::IQ4_NL || type == DType::IQ4_XS) {
+    // The nibbles of one 32-value (sub-)block looked up in the level table: int8 levels -127..113.
+    const bool xs = type == DType::IQ4_XS;
+    const uint8_t* blk = row + (xs ? b / 8 : b) * dtype_block_bytes(type);
+    const int j = static_cast<int>(b % 8);
+    std::memcpy(&h, blk, 2);
+    scale = fp16_to_fp32(h);
+    if (xs) scale *= static_cast<float>(iq4xs_scale(*reinterpret_cast<const BlockIQ4_XS*>(blk), j));
+    const int8x16_t table = vld1q_s8(kIQ4Levels);
+    const uint8x16_t bytes = vld1q_u8(xs ? blk + 8 + 16 * j : blk + 2);
+    vst1q_s8(q, vqtbl1q_s8(table, vandq_u8(bytes, nib)));
+    vst1q_s8(q + 16, vqtbl1q_s8(table, vshrq_n_u8(bytes, 4)));
+    return;
+  }
+  const uint8_t* blk = row + b * dtype_block_bytes(type);
+  std::memcpy(&h, blk, 2);
+  scale = fp16_to_fp32(h);
+  switch (type) {
+    case DType::Q8_0: std::memcpy(q, blk + 2, 32); return;
+    case DType::Q4_0: {
+      // Low nibbles are values 0-15, high nibbles 16-31, each stored as level + 8.
+      const uint8x16_t bytes = vld1q_u8(blk + 2);
+      const int8x16_t eight = vdupq_n_s8(8);
+      vst1q_s8(q, vsubq_s8(vreinterpretq_s8_u8(vandq_u8(bytes, nib)), eight));
+      vst1q_s8(q + 16, vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(bytes, 4)), eight));
+      return;
+    }
+    default: unpack_int8_legacy(type, blk, q, min); return;
+  }
+}
+
+// The x86 steps (max |x|, d = amax / 127, q = round-to-nearest-even(x * (127 / amax)), the
+// int32 sum of q) on 8 vectors of 4: the same q, d and sum.
+void quantize_x_block(const float* xb, int8_t* q, float& d, int32_t& sum) {
+  float32x4_t v[8];
+  for (int i = 0; i < 8; ++i) v[i] = vld1q_f32(xb + 4 * i);
+  float32x4_t m = vabsq_f32(v[0]);
+  for (int i = 1; i < 8; ++i) m = vmaxq_f32(m, vabsq_f32(v[i]));
+  const float amax = vmaxvq_f32(m);
+  d = amax / 127.0f;
+  const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+  int32x4_t qi[8];
+  for (int i = 0; i < 8; ++i) qi[i] = vcvtnq_s32_f32(vmulq_n_f32(v[i], id));
+  int16x8_t h16[4];
+  for (int i = 0; i < 4; ++i) h16[i] = vcombine_s16(vqmovn_s32(qi[2 * i]), vqmovn_s32(qi[2 * i + 1]));
+  vst1q_s8(q, vcombine_s8(vqmovn_s16(h16[0]), vqmovn_s16(h16[1])));
+  vst1q_s8(q + 16, vcombine_s8(vqmovn_s16(h16[2]), vqmovn_s16(h16[3])));
+  int32x4_t s4 = qi[0];
+  for (int i = 1; i < 8; ++i) s4 = vaddq_s32(s4, qi[i]);
+  sum = vaddvq_s32(s4);
+}
+#endif  // KVSLIM_Q8_GEMM_NEON
 
 #if defined(KVSLIM_Q8_GEMM)
 
@@ -398,6 +498,24 @@ void matmul_q8(const WeightView& w, const float* x, int64_t n, float* y, ThreadP
   matmul_q8_avx2(w, x, n, y, pool);
 }
 
+#elif defined(KVSLIM_Q8_GEMM_NEON)
+
+bool matmul_q8_available() { return true; }
+
+const char* matmul_q8_kernel() {
+#if defined(KVSLIM_HAS_NEON_I8MM)
+  return "neon-i8mm int8 gemm (smmla 4x8)";
+#else
+  return "neon-dotprod int8 gemm (sdot 4x12)";
+#endif
+}
+
+// Auto and Vnni (the level's vector kernel) run the NEON kernel; there is no AMX here.
+void matmul_q8(const WeightView& w, const float* x, int64_t n, float* y, ThreadPool& pool, Int8Gemm path) {
+  if (path == Int8Gemm::Amx) fail("matmul_q8: AMX-INT8 is not usable on this machine");
+  matmul_q8_neon(w, x, n, y, pool);
+}
+
 #else
 
 bool matmul_q8_available() { return false; }
@@ -405,7 +523,7 @@ bool matmul_q8_available() { return false; }
 const char* matmul_q8_kernel() { return "none"; }
 
 void matmul_q8(const WeightView&, const float*, int64_t, float*, ThreadPool&, Int8Gemm) {
-  fail("matmul_q8: this level has no int8 GEMM (AVX2 or AVX-512 VNNI)");
+  fail("matmul_q8: this level has no int8 GEMM (AVX2, AVX-512 VNNI, or aarch64 dotprod)");
 }
 
 #endif

@@ -516,6 +516,16 @@ void matvec_multi(std::span<const WeightView> ws, const float* x, std::span<floa
   });
 }
 
+#if defined(KVSLIM_HAS_NEON)
+// q8_0 rows and every block type's dot products on aarch64 (neon_dot_s8: sdot or widening
+// multiplies).
+#if defined(KVSLIM_HAS_NEON_DOTPROD)
+constexpr const char* kNeonInt8Dot = "neon-dotprod int8 dot (sdot)";
+#else
+constexpr const char* kNeonInt8Dot = "neon int8 dot (widening multiplies)";
+#endif
+#endif
+
 const char* matvec_kernel(DType type) {
   switch (type) {
     case DType::F32:
@@ -528,6 +538,8 @@ const char* matvec_kernel(DType type) {
       return "avx512 f32 fma";
 #elif defined(KVSLIM_HAS_AVX2)
       return "avx2 f32 fma";
+#elif defined(KVSLIM_HAS_NEON)
+      return "neon f32 fma";
 #else
       return "scalar f32";
 #endif
@@ -536,6 +548,8 @@ const char* matvec_kernel(DType type) {
       return "avx512-vnni int8 dot";
 #elif defined(KVSLIM_HAS_AVX2)
       return "avx2 int8 dot";
+#elif defined(KVSLIM_HAS_NEON)
+      return kNeonInt8Dot;
 #else
       return "scalar int8 dot";
 #endif
@@ -543,6 +557,9 @@ const char* matvec_kernel(DType type) {
       switch (detail::resolve_quant_kernel(QuantKernel::Auto)) {
         case QuantKernel::Vnni: return "avx512-vnni int8 dot";
         case QuantKernel::Avx2: return "avx2 int8 dot";
+#if defined(KVSLIM_HAS_NEON)
+        case QuantKernel::Neon: return kNeonInt8Dot;
+#endif
         default: return "scalar int8 dot";
       }
   }

@@ -16,6 +16,7 @@
 // Both paths keep f32 accumulators in vectors and reduce once per row.
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 
 #include "tensor/quant_dot.h"
 #include "tensor/tensor_isa.h"
@@ -458,10 +459,13 @@ void quant_dot_rows_vnni(const WeightView&, const QuantActivations&, int64_t, in
 #endif
 
 #if defined(KVSLIM_HAS_NEON)
-// The NEON path (aarch64): q4_0, q4_K, q6_K, iq4_nl and iq4_xs, the types people run, unpack their levels in
-// registers to signed bytes and multiply them with the int8 activations with sdot (dotprod
-// levels) or widening multiplies (neon_dot_s8), exact in int32; the other types take the
-// scalar path's arithmetic.
+// The NEON path (aarch64), every block type: the levels are unpacked in registers to bytes
+// (nibbles masked, 2-bit fields shifted down, high bits from qh / hmask tested into place) and
+// multiplied with the int8 activations with sdot (dotprod levels) or widening multiplies
+// (neon_dot_s8), exact in int32. Both operands are signed here, so where a format's offset is a
+// constant (q4_0's 8, q5_0's 16, q3_K's 4, q6_K's 32) it is subtracted from the levels before
+// the product (-16 .. 15 still fits a byte), which gives the scalar path's integer s - o * sum(x)
+// directly; mins (q4_1, q5_1, q2_K, q4_K, q5_K) go through the activation sums as on x86.
 namespace {
 
 inline int32x4_t dot32_neon(int32x4_t acc, int8x16_t w0, int8x16_t w1, const int8_t* x) {
@@ -531,15 +535,177 @@ float dot_iq4_xs_neon(const uint8_t* row, const QuantActivations& xa, size_t pf)
   return acc;
 }
 
-// q4_K: sub-blocks 2p and 2p + 1 are the low and high nibbles of qs[32p ..]; each 32-value dot
-// product times its 6-bit scale accumulates in int32; the mins come from the q8_K per-16 sums.
-float dot_q4_k_neon(const uint8_t* row, const QuantActivations& xa, size_t pf) {
+// Byte i = 0x10 if bit i of the 16 bits h is set, else 0: the fifth bits of 16 values of a
+// q5_0 / q5_1 block (h = qh bits 0-15 for values 0-15, bits 16-31 for values 16-31). `bit`
+// holds 1, 2, 4 .. 128 twice; vtst turns each tested bit into a whole byte.
+inline uint8x16_t fifth_bits16(uint32_t h, uint8x16_t bit) {
+  const uint8x16_t spread = vcombine_u8(vdup_n_u8(static_cast<uint8_t>(h)), vdup_n_u8(static_cast<uint8_t>(h >> 8)));
+  return vandq_u8(vtstq_u8(spread, bit), vdupq_n_u8(0x10));
+}
+
+// q4_1, q5_0, q5_1: the AVX2 kernel's steps per block (dot_legacy above): one int32 dot product
+// of the levels with the block's activations, times d_w * d_x into one of two f32 accumulators
+// (even and odd blocks); q5_0's offset is taken off the levels (q - 16, -16 .. 15), the mins of
+// q4_1 / q5_1 are added as m * d_x * sum(x_q) in a scalar.
+template <DType type>
+float dot_legacy_neon(const uint8_t* row, const QuantActivations& xa, size_t pf) {
+  constexpr bool kFive = type == DType::Q5_0 || type == DType::Q5_1;
+  constexpr bool kMin = type == DType::Q4_1 || type == DType::Q5_1;
+  using Block = std::conditional_t<type == DType::Q4_1, BlockQ4_1,
+                                   std::conditional_t<type == DType::Q5_0, BlockQ5_0, BlockQ5_1>>;
+  static_assert(type == DType::Q4_1 || kFive);
+  static constexpr uint8_t kBits[16] = {1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128};
+  const int64_t nb = xa.n / kQ4Block;
+  const auto* blocks = reinterpret_cast<const Block*>(row);
+  const uint8x16_t m4 = vdupq_n_u8(0x0F), bit = vld1q_u8(kBits);
+  float32x4_t acc[2] = {vdupq_n_f32(0), vdupq_n_f32(0)};
+  float corr = 0;
+  for (int64_t b = 0; b < nb; ++b) {
+    if ((b & 3) == 0) __builtin_prefetch(reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(blocks + b) + pf), 0, 3);
+    const Block& blk = blocks[b];
+    const uint8x16_t v = vld1q_u8(blk.qs);
+    uint8x16_t lo = vandq_u8(v, m4), hi = vshrq_n_u8(v, 4);
+    if constexpr (kFive) {
+      uint32_t h;
+      std::memcpy(&h, blk.qh, 4);
+      lo = vorrq_u8(lo, fifth_bits16(h, bit));
+      hi = vorrq_u8(hi, fifth_bits16(h >> 16, bit));
+    }
+    int8x16_t w0 = vreinterpretq_s8_u8(lo), w1 = vreinterpretq_s8_u8(hi);
+    if constexpr (type == DType::Q5_0) {
+      w0 = vsubq_s8(w0, vdupq_n_s8(16));
+      w1 = vsubq_s8(w1, vdupq_n_s8(16));
+    }
+    const int32x4_t d = dot32_neon(vdupq_n_s32(0), w0, w1, xa.q + b * kQ4Block);
+    acc[b & 1] = vfmaq_n_f32(acc[b & 1], vcvtq_f32_s32(d), fp16_to_fp32(blk.d) * xa.d[b]);
+    if constexpr (kMin) corr += fp16_to_fp32(blk.m) * xa.d[b] * static_cast<float>(xa.sum[b]);
+  }
+  return vaddvq_f32(vaddq_f32(acc[0], acc[1])) + corr;
+}
+
+// The totals of four 4-lane dot products, one per lane (two pairwise adds).
+inline int32x4_t totals4(int32x4_t a, int32x4_t b, int32x4_t c, int32x4_t d) {
+  return vpaddq_s32(vpaddq_s32(a, b), vpaddq_s32(c, d));
+}
+
+// 16 scale bytes (int8 or uint8 values below 128) widened to 4 vectors of int32, scales 4g .. 4g + 3
+// in out[g].
+inline void widen_scales16(int8x16_t s8, int32x4_t (&out)[4]) {
+  const int16x8_t lo = vmovl_s8(vget_low_s8(s8)), hi = vmovl_high_s8(s8);
+  out[0] = vmovl_s16(vget_low_s16(lo));
+  out[1] = vmovl_high_s16(lo);
+  out[2] = vmovl_s16(vget_low_s16(hi));
+  out[3] = vmovl_high_s16(hi);
+}
+
+// The 2-bit fields of q2_K / q3_K: per 128-value half h, 32 bytes of qs hold 4 values each;
+// values 128 h + 32 k + l (l < 32) are bits 2k, 2k + 1 of byte l. Each 16 values are one
+// sub-block (8 h + 2 k and 8 h + 2 k + 1), whose dot products are totalled four at a time and
+// multiplied by their int32 scales (sc[2 h] for k = 0, 1, sc[2 h + 1] for k = 2, 3). `level`
+// makes the 16 signed levels from the 16 two-bit fields (in the low bits of its argument) of
+// quarter k, bytes 16 half .. 16 half + 15.
+template <class Level>
+inline int32x4_t dot_2bit_fields(const uint8_t* qs, const int8_t* xq, const int32x4_t (&sc)[4], Level&& level) {
+  const uint8x16_t m2 = vdupq_n_u8(3);
+  int32x4_t isum = vdupq_n_s32(0);
+#pragma GCC unroll 2
+  for (int h = 0; h < 2; ++h) {
+    uint8x16_t v0 = vld1q_u8(qs + 32 * h), v1 = vld1q_u8(qs + 32 * h + 16);
+    int32x4_t d[4];
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; ++k) {
+      const int8_t* x = xq + 128 * h + 32 * k;
+      d[(k & 1) * 2] = neon_dot_s8(vdupq_n_s32(0), level(vandq_u8(v0, m2), 4 * h + k, 0), vld1q_s8(x));
+      d[(k & 1) * 2 + 1] = neon_dot_s8(vdupq_n_s32(0), level(vandq_u8(v1, m2), 4 * h + k, 1), vld1q_s8(x + 16));
+      v0 = vshrq_n_u8(v0, 2);
+      v1 = vshrq_n_u8(v1, 2);
+      if (k & 1) isum = vmlaq_s32(isum, totals4(d[0], d[1], d[2], d[3]), sc[2 * h + k / 2]);
+    }
+  }
+  return isum;
+}
+
+// q2_K: levels 0..3 with a 4-bit scale and a 4-bit min per 16 values; the mins go through the
+// q8_K per-16 sums. The scalar reference's f32 steps: x.d * (d * isum - dmin * msum).
+float dot_q2_k_neon(const uint8_t* row, const QuantActivations& xa, size_t pf) {
   const int64_t nb = xa.n / kQK;
-  const auto* blocks = reinterpret_cast<const BlockQ4_K*>(row);
+  const auto* blocks = reinterpret_cast<const BlockQ2_K*>(row);
   const uint8x16_t m4 = vdupq_n_u8(0x0F);
   float acc = 0;
   for (int64_t b = 0; b < nb; ++b) {
-    const BlockQ4_K& blk = blocks[b];
+    const BlockQ2_K& blk = blocks[b];
+    const BlockQ8_K& x = xa.k[b];
+    const char* ahead = reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(&blk) + pf);
+    __builtin_prefetch(ahead, 0, 3);
+    __builtin_prefetch(ahead + 64, 0, 3);
+    const uint8x16_t packed = vld1q_u8(blk.scales);
+    int32x4_t sc[4];
+    widen_scales16(vreinterpretq_s8_u8(vandq_u8(packed, m4)), sc);
+    const int32x4_t isum = dot_2bit_fields(blk.qs, x.qs, sc, [](uint8x16_t q, int, int) { return vreinterpretq_s8_u8(q); });
+    // sum_j m_j * bsum_j over the 16 sub-blocks (|.| <= 15 * 16 * 127 * 16: exact in int32).
+    const int16x8_t mn_lo = vreinterpretq_s16_u16(vmovl_u8(vget_low_u8(vshrq_n_u8(packed, 4))));
+    const int16x8_t mn_hi = vreinterpretq_s16_u16(vmovl_high_u8(vshrq_n_u8(packed, 4)));
+    const int16x8_t bs_lo = vld1q_s16(x.bsums), bs_hi = vld1q_s16(x.bsums + 8);
+    int32x4_t m = vmull_s16(vget_low_s16(mn_lo), vget_low_s16(bs_lo));
+    m = vmlal_high_s16(m, mn_lo, bs_lo);
+    m = vmlal_s16(m, vget_low_s16(mn_hi), vget_low_s16(bs_hi));
+    m = vmlal_high_s16(m, mn_hi, bs_hi);
+    acc += x.d * (fp16_to_fp32(blk.d) * static_cast<float>(vaddvq_s32(isum)) -
+                  fp16_to_fp32(blk.dmin) * static_cast<float>(vaddvq_s32(m)));
+  }
+  return acc;
+}
+
+// q3_K: levels q = 2 low bits | hmask bit << 2 (0..7) with signed 6-bit scales s_j - 32 per 16
+// values; the reference's sum_j (s_j - 32) * (sub_j - 4 bsum_j) is computed with the levels
+// q - 4 (-4 .. 3): a clear hmask bit takes 4 off the 2-bit field, a set one leaves it.
+// Value 128 h + 32 k + l has its hmask bit at bit 4 h + k of hmask[l].
+float dot_q3_k_neon(const uint8_t* row, const QuantActivations& xa, size_t pf) {
+  const int64_t nb = xa.n / kQK;
+  const auto* blocks = reinterpret_cast<const BlockQ3_K*>(row);
+  const uint8x16_t four = vdupq_n_u8(4);
+  float acc = 0;
+  for (int64_t b = 0; b < nb; ++b) {
+    const BlockQ3_K& blk = blocks[b];
+    const BlockQ8_K& x = xa.k[b];
+    const char* ahead = reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(&blk) + pf);
+    __builtin_prefetch(ahead, 0, 3);
+    __builtin_prefetch(ahead + 64, 0, 3);
+    // The 16 six-bit scales from the twelve bytes, four at a time in 32-bit words (the layout
+    // q3k_scale reads one value at a time; see q3k_scales above): low 4 bits from the nibbles
+    // of bytes 0-7, top 2 bits from bytes 8-11.
+    uint32_t w0, w1, w2;
+    std::memcpy(&w0, blk.scales, 4);
+    std::memcpy(&w1, blk.scales + 4, 4);
+    std::memcpy(&w2, blk.scales + 8, 4);
+    const uint32_t low4 = 0x0F0F0F0Fu, low2 = 0x03030303u;
+    const uint32_t words[4] = {(w0 & low4) | ((w2 & low2) << 4), (w1 & low4) | (((w2 >> 2) & low2) << 4),
+                               ((w0 >> 4) & low4) | (((w2 >> 4) & low2) << 4),
+                               ((w1 >> 4) & low4) | (((w2 >> 6) & low2) << 4)};
+    int32x4_t sc[4];
+    widen_scales16(vsubq_s8(vreinterpretq_s8_u32(vld1q_u32(words)), vdupq_n_s8(32)), sc);
+    const uint8x16_t hm[2] = {vld1q_u8(blk.hmask), vld1q_u8(blk.hmask + 16)};
+    const int32x4_t isum = dot_2bit_fields(blk.qs, x.qs, sc, [&](uint8x16_t q, int bit, int half) {
+      const uint8x16_t set = vtstq_u8(hm[half], vdupq_n_u8(static_cast<uint8_t>(1u << bit)));
+      return vreinterpretq_s8_u8(vsubq_u8(q, vbicq_u8(four, set)));
+    });
+    acc += x.d * fp16_to_fp32(blk.d) * static_cast<float>(vaddvq_s32(isum));
+  }
+  return acc;
+}
+
+// q4_K / q5_K: sub-blocks 2p and 2p + 1 are the low and high nibbles of qs[32p ..] (q5_K: plus
+// bit 2p / 2p + 1 of qh[l] as bit 4 of value l); each 32-value dot product times its 6-bit scale
+// accumulates in int32; the mins come from the q8_K per-16 sums.
+template <bool kFive>
+float dot_q4_k_neon(const uint8_t* row, const QuantActivations& xa, size_t pf) {
+  using Block = std::conditional_t<kFive, BlockQ5_K, BlockQ4_K>;
+  const int64_t nb = xa.n / kQK;
+  const auto* blocks = reinterpret_cast<const Block*>(row);
+  const uint8x16_t m4 = vdupq_n_u8(0x0F), b4 = vdupq_n_u8(0x10);
+  float acc = 0;
+  for (int64_t b = 0; b < nb; ++b) {
+    const Block& blk = blocks[b];
     const BlockQ8_K& x = xa.k[b];
     const char* ahead = reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(&blk) + pf);
     __builtin_prefetch(ahead, 0, 3);
@@ -551,10 +717,22 @@ float dot_q4_k_neon(const uint8_t* row, const QuantActivations& xa, size_t pf) {
 #pragma GCC unroll 4
     for (int p = 0; p < 4; ++p) {
       const uint8x16_t v0 = vld1q_u8(blk.qs + 32 * p), v1 = vld1q_u8(blk.qs + 32 * p + 16);
-      const int8x16_t lo0 = vreinterpretq_s8_u8(vandq_u8(v0, m4)), lo1 = vreinterpretq_s8_u8(vandq_u8(v1, m4));
-      const int8x16_t hi0 = vreinterpretq_s8_u8(vshrq_n_u8(v0, 4)), hi1 = vreinterpretq_s8_u8(vshrq_n_u8(v1, 4));
-      is0 = vmlaq_n_s32(is0, dot32_neon(vdupq_n_s32(0), lo0, lo1, x.qs + 64 * p), sc[2 * p]);
-      is1 = vmlaq_n_s32(is1, dot32_neon(vdupq_n_s32(0), hi0, hi1, x.qs + 64 * p + 32), sc[2 * p + 1]);
+      uint8x16_t lo0 = vandq_u8(v0, m4), lo1 = vandq_u8(v1, m4);
+      uint8x16_t hi0 = vshrq_n_u8(v0, 4), hi1 = vshrq_n_u8(v1, 4);
+      if constexpr (kFive) {
+        const uint8x16_t qh0 = vld1q_u8(blk.qh), qh1 = vld1q_u8(blk.qh + 16);
+        const uint8x16_t bit_lo = vdupq_n_u8(static_cast<uint8_t>(1u << (2 * p)));
+        const uint8x16_t bit_hi = vdupq_n_u8(static_cast<uint8_t>(2u << (2 * p)));
+        lo0 = vorrq_u8(lo0, vandq_u8(vtstq_u8(qh0, bit_lo), b4));
+        lo1 = vorrq_u8(lo1, vandq_u8(vtstq_u8(qh1, bit_lo), b4));
+        hi0 = vorrq_u8(hi0, vandq_u8(vtstq_u8(qh0, bit_hi), b4));
+        hi1 = vorrq_u8(hi1, vandq_u8(vtstq_u8(qh1, bit_hi), b4));
+      }
+      is0 = vmlaq_n_s32(is0, dot32_neon(vdupq_n_s32(0), vreinterpretq_s8_u8(lo0), vreinterpretq_s8_u8(lo1), x.qs + 64 * p),
+                        sc[2 * p]);
+      is1 = vmlaq_n_s32(is1,
+                        dot32_neon(vdupq_n_s32(0), vreinterpretq_s8_u8(hi0), vreinterpretq_s8_u8(hi1), x.qs + 64 * p + 32),
+                        sc[2 * p + 1]);
     }
     const int32_t isum = vaddvq_s32(vaddq_s32(is0, is1));
     int32_t msum = 0;
@@ -623,8 +801,26 @@ void quant_dot_rows_neon(const WeightView& w, const QuantActivations& xa, int64_
     case DType::Q4_0:
       for (int64_t r = r0; r < r1; ++r) y[r - r0] = dot_q4_0_neon(w.row(r), xa, pf);
       return;
+    case DType::Q4_1:
+      for (int64_t r = r0; r < r1; ++r) y[r - r0] = dot_legacy_neon<DType::Q4_1>(w.row(r), xa, pf);
+      return;
+    case DType::Q5_0:
+      for (int64_t r = r0; r < r1; ++r) y[r - r0] = dot_legacy_neon<DType::Q5_0>(w.row(r), xa, pf);
+      return;
+    case DType::Q5_1:
+      for (int64_t r = r0; r < r1; ++r) y[r - r0] = dot_legacy_neon<DType::Q5_1>(w.row(r), xa, pf);
+      return;
+    case DType::Q2_K:
+      for (int64_t r = r0; r < r1; ++r) y[r - r0] = dot_q2_k_neon(w.row(r), xa, pf);
+      return;
+    case DType::Q3_K:
+      for (int64_t r = r0; r < r1; ++r) y[r - r0] = dot_q3_k_neon(w.row(r), xa, pf);
+      return;
     case DType::Q4_K:
-      for (int64_t r = r0; r < r1; ++r) y[r - r0] = dot_q4_k_neon(w.row(r), xa, pf);
+      for (int64_t r = r0; r < r1; ++r) y[r - r0] = dot_q4_k_neon<false>(w.row(r), xa, pf);
+      return;
+    case DType::Q5_K:
+      for (int64_t r = r0; r < r1; ++r) y[r - r0] = dot_q4_k_neon<true>(w.row(r), xa, pf);
       return;
     case DType::Q6_K:
       for (int64_t r = r0; r < r1; ++r) y[r - r0] = dot_q6_k_neon(w.row(r), xa, pf);
@@ -635,9 +831,7 @@ void quant_dot_rows_neon(const WeightView& w, const QuantActivations& xa, int64_
     case DType::IQ4_XS:
       for (int64_t r = r0; r < r1; ++r) y[r - r0] = dot_iq4_xs_neon(w.row(r), xa, pf);
       return;
-    default:
-      for (int64_t r = r0; r < r1; ++r) y[r - r0] = quant_dot_row_scalar(w.type, w.row(r), xa);
-      return;
+    default: fail("no integer dot product for {} weights", dtype_name(w.type));
   }
 }
 #else
