@@ -7,7 +7,7 @@
 
 #include "cli_helpers.h"
 #include "gguf/gguf.h"
-#include "model/byte_vocab.h"
+#include "tokenizer/byte_vocab.h"
 #include "test_models.h"
 
 namespace kvslim {
