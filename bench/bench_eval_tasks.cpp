@@ -9,7 +9,7 @@
 #include <string>
 
 #include "gguf/gguf.h"
-#include "model/byte_vocab.h"
+#include "tokenizer/byte_vocab.h"
 #include "tasks/task.h"
 #include "tokenizer/tokenizer.h"
 

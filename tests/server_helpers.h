@@ -35,12 +35,12 @@ inline std::string read_file(const std::string& path) {
 class ServerProcess {
  public:
   // `args` after `serve`; the model, the test template, --port 0 and --threads 2 are added.
-  explicit ServerProcess(const std::string& args, bool wait_ready = true) {
+  explicit ServerProcess(const std::string& args, bool wait_ready = true, const std::string& model = default_model()) {
     static int counter = 0;
     log_path_ = temp_path(fmt::format("serve-{}.log", ++counter));
     std::filesystem::remove(log_path_);  // the port is read from this log: never from an old one
     const std::string cmd = fmt::format("exec {} serve -m {} --chat-template {} --port 0 --threads 2 {} 2>{}",
-                                        KVSLIM_BINARY, default_model(), test_template(), args, log_path_);
+                                        KVSLIM_BINARY, model, test_template(), args, log_path_);
     pid_ = fork();
     if (pid_ == 0) {
       execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));

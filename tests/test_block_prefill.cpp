@@ -80,7 +80,7 @@ Prefilled prefill(const std::string& method, std::vector<std::string> options, c
   CompressionOptions compression;
   compression.press = method;
   compression.press_options = std::move(options);
-  compression.prefill_evict = prefill_evict;
+  compression.prefill_evict = parse_prefill_evict(prefill_evict);
   EngineOptions engine;
   engine.batch = kBlock;
   engine.page_tokens = 1;  // the pool's pages count tokens exactly
@@ -169,15 +169,14 @@ TEST(BlockPrefill, DecomposableRulesKeepWhatTheEndOfPrefillKeeps) {
 
 TEST(BlockPrefill, MethodsWithoutABlockRuleRefuse) {
   CompressionOptions c;
-  c.prefill_evict = "block";
+  c.prefill_evict = PrefillEvict::Block;
   for (const char* method : {"quest", "full", "rocketkv", "laq", "lagkv", "random"}) {
     c.press = method;
     EXPECT_THROW(c.make_press(), Error) << method;
   }
   c.press = "keydiff";  // block-wise by design
   EXPECT_NO_THROW(c.make_press());
-  c.prefill_evict = "sometimes";
-  EXPECT_THROW(c.validate(), Error);
+  EXPECT_THROW(parse_prefill_evict("sometimes"), Error);
   EXPECT_THROW(make_press("snapkv", {"prefill=sometimes"}), Error);
 }
 

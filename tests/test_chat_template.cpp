@@ -13,7 +13,7 @@
 #include "chat/chat_template.h"
 #include "chat/jinja/template.h"
 #include "gguf/gguf.h"
-#include "model/byte_vocab.h"
+#include "tokenizer/byte_vocab.h"
 #include "model/model.h"
 #include "test_models.h"
 #include "tokenizer/tokenizer.h"

@@ -7,8 +7,8 @@
 
 #include "cli_helpers.h"
 #include "gguf/gguf.h"
-#include "model/byte_vocab.h"
 #include "prerequisites.h"
+#include "tokenizer/byte_vocab.h"
 #include "test_models.h"
 
 namespace kvslim {

@@ -55,6 +55,12 @@ TEST(CliPrefillEvict, Generate) {
   expect_refused("generate -m " + model() + " -p hi -n 1");
 }
 
+// Only the two words; anything else is one line naming the option, the two words and the value.
+TEST(CliPrefillEvict, AnotherWordIsRefused) {
+  expect_clean_error(run("generate -m " + model() + " -p hi -n 1 --prefill-evict Block"),
+                     "--prefill-evict must be end or block (got 'Block')");
+}
+
 TEST(CliPrefillEvict, GenerateSaveAndLoadKv) {
   const std::string prompt = file_with("pe-doc.txt", long_text());
   const std::string block_kv = temp_path("pe-block.kv"), end_kv = temp_path("pe-end.kv");

@@ -15,7 +15,7 @@ CompressionOptions options(const std::string& press, const std::string& prefill_
   CompressionOptions c;
   c.press = press;
   c.press_options = std::move(press_options);
-  c.prefill_evict = prefill_evict;
+  c.prefill_evict = parse_prefill_evict(prefill_evict);
   return c;
 }
 
@@ -65,6 +65,51 @@ TEST(CompressionOptions, TheBudgetIsCheckedAndResolvedHere) {
   EXPECT_EQ(c.prepare().budget_for(1), 1);
   c.ratio.reset();
   EXPECT_EQ(c.prepare().budget_for(1000), kNoBudget);
+}
+
+// A method with an `adapter` option (lookaheadkv) takes the command's default adapter when its
+// options name none; an explicit one wins; other methods never get it; without one, the refusal
+// names where the command looked.
+TEST(CompressionOptions, AnAdapterOptionTakesTheDefaultAdapter) {
+  CompressionOptions c = options("lookaheadkv", "end");
+  c.default_adapter = c.adapter_sought = "/models/m.lookahead.gguf";
+  EXPECT_FALSE(c.lacks_adapter());
+  EXPECT_EQ(c.effective_options(), (std::vector<std::string>{"adapter=/models/m.lookahead.gguf"}));
+  c.press_options = {"kernel=5", "adapter=/elsewhere/a.gguf"};
+  EXPECT_EQ(c.effective_options(), (std::vector<std::string>{"kernel=5", "adapter=/elsewhere/a.gguf"}));
+  CompressionOptions snap = options("snapkv", "end", {"window=4"});
+  snap.default_adapter = "/models/m.lookahead.gguf";
+  EXPECT_FALSE(snap.lacks_adapter());
+  EXPECT_EQ(snap.effective_options(), (std::vector<std::string>{"window=4"}));
+
+  CompressionOptions none = options("lookaheadkv", "block");
+  none.adapter_sought = "/models/m.lookahead.gguf";
+  EXPECT_TRUE(none.lacks_adapter());
+  try {
+    none.effective_options();
+    ADD_FAILURE() << "no adapter accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("/models/m.lookahead.gguf does not exist"), std::string::npos) << e.what();
+  }
+  none.adapter_sought.clear();  // a command that looks nowhere
+  EXPECT_THROW(none.effective_options(), Error);
+}
+
+// The words of --prefill-evict and of the server's slot keys: parsed and spelled in one place.
+TEST(CompressionOptions, PrefillEvictWordsRoundTripAndOthersAreRefusedByName) {
+  EXPECT_EQ(parse_prefill_evict("end"), PrefillEvict::End);
+  EXPECT_EQ(parse_prefill_evict("block"), PrefillEvict::Block);
+  EXPECT_EQ(to_string(PrefillEvict::End), "end");
+  EXPECT_EQ(to_string(PrefillEvict::Block), "block");
+  for (const char* bad : {"", "Block", "blocks", "sometimes"}) {
+    try {
+      parse_prefill_evict(bad);
+      ADD_FAILURE() << "accepted '" << bad << "'";
+    } catch (const Error& e) {
+      EXPECT_EQ(std::string(e.what()), fmt::format("--prefill-evict must be end or block (got '{}')", bad));
+    }
+  }
+  EXPECT_EQ(CompressionOptions{}.prefill_evict, PrefillEvict::End);  // the papers' setting by default
 }
 
 }  // namespace

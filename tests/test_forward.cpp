@@ -390,8 +390,8 @@ TEST(Session, GenerationStopsAtTheContextAndReportsKvBytes) {
   request.n_predict = 100;
   request.sampling.temperature = 0;
   const GenerateResult r = generate(*model, pool, options, request);
-  if (r.stop_reason == "eos") GTEST_SKIP() << "the random model chose EOS first";
-  EXPECT_EQ(r.stop_reason, "context");
+  if (r.stop_reason == StopReason::Eos) GTEST_SKIP() << "the random model chose EOS first";
+  EXPECT_EQ(r.stop_reason, StopReason::Context);
   EXPECT_EQ(r.tokens.size(), 8u);  // 5 prompt + 7 decoded fill 12 slots; the 8th sample needs no slot
   // 12 tokens = 3 pages of 4 per head, 2 layers x 2 KV heads; a page (4 x 16 floats of K and
   // of V, 4 positions: 544 bytes) is mapped as one 4 KiB OS page.

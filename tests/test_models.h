@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "gguf/gguf.h"
-#include "model/byte_vocab.h"
+#include "tokenizer/byte_vocab.h"
 #include "model/model.h"
 #include "model/random_model.h"
 

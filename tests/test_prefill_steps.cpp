@@ -58,7 +58,7 @@ State run(const std::string& method, const std::string& prefill_evict, bool step
   engine.context = 512;
   CompressionOptions c;
   c.press = method;
-  c.prefill_evict = prefill_evict;
+  c.prefill_evict = parse_prefill_evict(prefill_evict);
   const auto press = c.make_press();
   Session session(model, pool,
                   {.engine = engine,
@@ -161,7 +161,7 @@ TEST(PrefillSteps, TurnLongerThanTheContextFitsWithBlockEviction) {
       SCOPED_TRACE(method);
       CompressionOptions c;
       c.press = method;
-      c.prefill_evict = method == "keydiff" ? "end" : evict;  // KeyDiff always evicts per block
+      c.prefill_evict = parse_prefill_evict(method == "keydiff" ? "end" : evict);  // KeyDiff always evicts per block
       const auto press = c.make_press();
       Session session(model, pool,
                       {.engine = engine, .capacity = engine.context, .press = press.get(), .budget = kBudget, .n_predict = 8, .seed = 1});

@@ -15,7 +15,7 @@
 #include "model/model.h"
 #include "press/page_bounds.h"
 #include "press/registry.h"
-#include "press/rocketkv_plan.h"
+#include "press/methods/rocketkv_plan.h"
 #include "fake_press_context.h"
 #include "test_models.h"
 #include "util/error.h"

@@ -11,7 +11,7 @@
 #include "eval/summary.h"
 #include "model/model.h"
 #include "press/registry.h"
-#include "press/rocketkv_plan.h"
+#include "press/methods/rocketkv_plan.h"
 #include "test_models.h"
 
 namespace kvslim {

@@ -17,6 +17,7 @@ def sampling(**given):
     return s
 
 
-def compression(press, budget, ratio, prefill_evict, press_options):
-    """The method: a registry name (str), a kvslim.Press instance or None (the full cache)."""
-    return _kvslim._Compression(press, budget, ratio, prefill_evict, dict(press_options))
+def compression(model, press, budget, ratio, prefill_evict, press_options):
+    """The method: a registry name (str), a kvslim.Press instance or None (the full cache);
+    lookaheadkv takes the adapter beside the model's file unless adapter= names one."""
+    return _kvslim._Compression(press, budget, ratio, prefill_evict, dict(press_options), model.path)

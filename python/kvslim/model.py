@@ -52,7 +52,7 @@ class Model:
         """
         s = sampling(temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p,
                      repeat_penalty=repeat_penalty, repeat_last_n=repeat_last_n, seed=seed)
-        c = compression(press, budget, ratio, prefill_evict, press_options)
+        c = compression(self, press, budget, ratio, prefill_evict, press_options)
         return self._m._generate(prompt, max_tokens, s, c, add_bos, special, on_token)
 
     def create_chat_completion(self, messages, max_tokens=128, *, temperature=None, top_k=None, top_p=None,
@@ -64,7 +64,7 @@ class Model:
         method. stream=True returns an iterator of chat.completion.chunk dicts instead."""
         s = sampling(temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p,
                      repeat_penalty=repeat_penalty, repeat_last_n=repeat_last_n, seed=seed)
-        c = compression(press, budget, ratio, prefill_evict, press_options)
+        c = compression(self, press, budget, ratio, prefill_evict, press_options)
         args = (list(messages), max_tokens, s, c, os.fspath(chat_template) if chat_template else "")
         ident = "chatcmpl-" + uuid.uuid4().hex
         created = int(time.time())

@@ -25,7 +25,7 @@ class Session:
         self.model = model
         s = sampling(temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p,
                      repeat_penalty=repeat_penalty, repeat_last_n=repeat_last_n, seed=seed)
-        self._s = _kvslim._Session(model._m, compression(press, budget, ratio, prefill_evict, press_options), s,
+        self._s = _kvslim._Session(model._m, compression(model, press, budget, ratio, prefill_evict, press_options), s,
                                    max_tokens)
 
     @classmethod

@@ -73,7 +73,7 @@ py::dict chat(ModelState& m, const py::list& messages, int max_tokens, const Sam
   });
   py::dict result;
   result["text"] = utf8_text(out.answer.text);
-  result["stop_reason"] = out.answer.stop_reason;
+  result["stop_reason"] = std::string(to_string(out.answer.stop_reason));
   result["prompt_tokens"] = out.turn.turn_tokens;
   result["completion_tokens"] = out.answer.tokens.size();
   result["prefill_ms"] = out.turn.prefill_ms;
@@ -99,13 +99,13 @@ void bind_model(py::module_& m) {
 
   py::class_<CompressionOptions>(m, "_Compression")
       .def(py::init(&compression_from), py::arg("press"), py::arg("budget"), py::arg("ratio"), py::arg("prefill_evict"),
-           py::arg("options"))
+           py::arg("options"), py::arg("model_path"))
       .def_property_readonly("press", [](const CompressionOptions& c) { return c.press; });
 
   py::class_<GenerateResult>(m, "GenerateResult", "What one generate() call produced, with its timings and KV use.")
       .def_property_readonly("text", [](const GenerateResult& r) { return utf8_text(r.text); })
       .def_readonly("tokens", &GenerateResult::tokens)
-      .def_readonly("stop_reason", &GenerateResult::stop_reason)
+      .def_property_readonly("stop_reason", [](const GenerateResult& r) { return std::string(to_string(r.stop_reason)); })
       .def_readonly("n_prompt", &GenerateResult::n_prompt)
       .def_readonly("decode_steps", &GenerateResult::decode_steps)
       .def_property_readonly("budget", [](const GenerateResult& r) -> py::object {

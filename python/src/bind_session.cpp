@@ -160,7 +160,7 @@ void bind_session(py::module_& m) {
       .def_readonly("prefill_ms", &TurnStats::prefill_ms)
       .def_readonly("decode_ms", &TurnStats::decode_ms)
       .def_readonly("generated", &TurnStats::generated)
-      .def_readonly("stop_reason", &TurnStats::stop_reason);
+      .def_property_readonly("stop_reason", [](const TurnStats& t) { return std::string(to_string(t.stop_reason)); });
 
   py::class_<PySession>(m, "_Session")
       .def(py::init<std::shared_ptr<ModelState>, CompressionOptions, const SamplerParams&, int>(), py::arg("model"),

@@ -24,7 +24,7 @@ std::string option_text(const py::handle& value) {
 
 CompressionOptions compression_from(const py::object& press, std::optional<int64_t> budget,
                                     std::optional<double> ratio, const std::string& prefill_evict,
-                                    const py::dict& options) {
+                                    const py::dict& options, const std::string& model_path) {
   CompressionOptions c;
   if (press.is_none()) {
     c.press = "full";
@@ -37,7 +37,8 @@ CompressionOptions compression_from(const py::object& press, std::optional<int64
   for (const auto& [key, value] : options) c.press_options.push_back(std::string(py::str(key)) + "=" + option_text(value));
   c.budget = budget;
   c.ratio = ratio;
-  c.prefill_evict = prefill_evict;
+  c.prefill_evict = parse_prefill_evict(prefill_evict);
+  c.find_default_adapter(model_path, "");
   c.prepare();  // every check now, before any work
   return c;
 }

@@ -20,7 +20,8 @@ def test_shape_properties(model):
 
 
 @pytest.mark.parametrize("press,budget,options", [(None, None, {}), ("snapkv", 64, {"window": 16}),
-                                                  ("adakv:tova", 48, {}), ("knorm", 64, {})])
+                                                  ("adakv:tova", 48, {}), ("knorm", 64, {}),
+                                                  ("lookaheadkv", 64, {})])
 def test_generate_equals_cli(model, model_path, cli, press, budget, options):
     # Sampled (temperature 0.8, seed 7), so the whole path (prefill, method, sampler) must match.
     r = model.generate(LONG_PROMPT, max_tokens=24, seed=7, press=press, budget=budget, **options)

@@ -1,31 +1,14 @@
+// Parsing and rendering a chat template: the Jinja interpreter and nothing of the model (where a
+// template comes from is chat_template_sources.cpp), so the fuzz target links this alone.
 #include "chat/chat_template.h"
-
-#include <cerrno>
-#include <cstring>
-#include <fstream>
-#include <sstream>
 
 #include "chat/jinja/json.h"
 #include "chat/jinja/template.h"
-#include "gguf/gguf.h"
-#include "model/model.h"
-#include "tokenizer/tokenizer.h"
 #include "util/error.h"
 
 namespace kvslim {
 
 namespace {
-
-constexpr const char* kTemplateKey = "tokenizer.chat_template";
-
-std::string read_template_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail("cannot read chat template {}: {}", path, std::strerror(errno));
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) fail("cannot read chat template {}", path);
-  return text.str();
-}
 
 template <class Json>
 std::string render_json(const jinja::Template& impl, const Json& messages, const ChatTemplateOptions& options) {
@@ -43,7 +26,14 @@ std::string render_json(const jinja::Template& impl, const Json& messages, const
   variables.emplace_back("add_generation_prompt", jinja::Value::boolean(options.add_generation_prompt));
   variables.emplace_back("bos_token", jinja::Value::string(options.bos_token));
   variables.emplace_back("eos_token", jinja::Value::string(options.eos_token));
-  return impl.render(variables, options.clock);
+#ifdef FUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION
+  // The fuzz target (tests/fuzz/fuzz_chat_template.cpp): the same limits, reached in a millisecond
+  // rather than a second, so that it tries a hundred times more inputs.
+  const jinja::Limits limits{.max_steps = 100'000, .max_string_bytes = 1u << 20, .max_call_depth = 200};
+#else
+  const jinja::Limits limits;
+#endif
+  return impl.render(variables, options.clock, limits);
 }
 
 }  // namespace
@@ -51,29 +41,6 @@ std::string render_json(const jinja::Template& impl, const Json& messages, const
 ChatTemplate ChatTemplate::parse(const std::string& source, const std::string& origin) {
   return ChatTemplate(std::make_shared<const jinja::Template>(source, origin));
 }
-
-ChatTemplate ChatTemplate::from_path(const std::string& path) { return parse(read_template_file(path), path); }
-
-ChatTemplate ChatTemplate::for_file(const gguf::File& file, const std::string& override_path) {
-  if (!override_path.empty()) return from_path(override_path);
-  const auto source = file.get_string_opt(kTemplateKey);
-  if (!source)
-    fail("{} has no chat template (no {} key); give one with --chat-template FILE", file.path(), kTemplateKey);
-  return parse(*source, std::string("GGUF ") + kTemplateKey);
-}
-
-ChatTemplate ChatTemplate::for_model(const Model& model, const std::string& override_path) {
-  return for_file(model.file(), override_path);
-}
-
-ChatTemplateOptions ChatTemplate::default_options(const Tokenizer& tokenizer) {
-  ChatTemplateOptions options;
-  if (tokenizer.bos_id() >= 0) options.bos_token = tokenizer.token_to_piece(tokenizer.bos_id(), true);
-  if (tokenizer.eos_id() >= 0) options.eos_token = tokenizer.token_to_piece(tokenizer.eos_id(), true);
-  return options;
-}
-
-ChatTemplateOptions ChatTemplate::default_options(const Model& model) { return default_options(model.tokenizer()); }
 
 std::string ChatTemplate::render(const std::vector<ChatMessage>& messages, const ChatTemplateOptions& options) const {
   nlohmann::ordered_json list = nlohmann::ordered_json::array();

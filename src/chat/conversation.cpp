@@ -4,7 +4,7 @@
 
 #include "chat/chat_messages.h"
 #include "model/model.h"
-#include "tokenizer/utf8.h"
+#include "util/utf8.h"
 #include "util/error.h"
 
 namespace kvslim {
@@ -16,7 +16,7 @@ namespace {
 // the sampled tokens there, and the session re-prefills from that point (shown in /stats).
 std::string valid_utf8(const std::string& text) {
   std::string out;
-  for (size_t pos = 0; pos < text.size();) tok::append_utf8(out, tok::decode_utf8(text, pos));
+  for (size_t pos = 0; pos < text.size();) append_utf8(out, decode_utf8(text, pos));
   return out;
 }
 

@@ -22,6 +22,7 @@ namespace {
 
 struct ChatOptions {
   std::string model, system, chat_template, load_kv, save_kv;
+  std::string lookahead_adapter;  // --lookahead-adapter
   int n_predict = 256;
   SamplerParams sampling;
   CompressionOptions compression;
@@ -47,7 +48,7 @@ void print_stats(const Conversation& chat) {
   const TurnStats& t = live.last_turn();
   fmt::print("[turn {}: {} tokens run, {} reused, {} re-prefilled; {} generated ({}); history {} tokens; "
              "kept {:.1f} tokens per head; KV {:.2f} MiB; prefill {:.1f} tok/s, decode {:.1f} tok/s; press {}]\n",
-             live.turns(), t.turn_tokens, t.reused, t.reprefilled, t.generated, t.stop_reason.empty() ? "-" : t.stop_reason,
+             live.turns(), t.turn_tokens, t.reused, t.reprefilled, t.generated, t.stop_reason == StopReason::None ? "-" : to_string(t.stop_reason),
              t.history, t.kept_tokens, double(t.kv_bytes) / (1024.0 * 1024.0), t.prefill_tokens_per_s(),
              t.decode_tokens_per_s(), live.compression().press);
 }
@@ -83,8 +84,9 @@ bool run_command(Conversation& chat, const std::string& line) {
   return true;
 }
 
-void run_chat(const ChatOptions& opt) {
-  if (!opt.load_kv.empty()) refuse_compression_with_load_kv(opt.compression);
+void run_chat(ChatOptions opt) {
+  if (!opt.load_kv.empty()) refuse_compression_with_load_kv(opt.compression, opt.lookahead_adapter);
+  opt.compression.find_default_adapter(opt.model, opt.lookahead_adapter);
   const auto model = Model::load(opt.model);
   // No template: the error names --chat-template before any work is done.
   ChatTemplate tmpl = ChatTemplate::for_model(*model, opt.chat_template);
@@ -121,7 +123,7 @@ void run_chat(const ChatOptions& opt) {
         std::fflush(stdout);
       }, &g_stop);
       g_answering.store(false);
-      fmt::print("{}\n", a.stop_reason == "interrupted" ? " [stopped]" : "");
+      fmt::print("{}\n", a.stop_reason == StopReason::Interrupted ? " [stopped]" : "");
     } catch (const std::exception& e) {  // one line, and the conversation goes on
       g_answering.store(false);
       std::fflush(stdout);
@@ -148,6 +150,7 @@ void add_chat_command(CLI::App& app) {
   cmd->add_option("--save-kv", opt->save_kv, "write the conversation's KV to FILE at the end");
   add_sampling_options(*cmd, opt->sampling);
   add_compression_options(*cmd, opt->compression);
+  add_lookahead_adapter_option(*cmd, opt->lookahead_adapter);
   add_engine_options(*cmd, opt->engine, opt->threads);
   cmd->callback([opt] { run_chat(*opt); });
 }

@@ -11,11 +11,11 @@
 #include <fstream>
 
 #include "cli/commands.h"
-#include "cli/model_files.h"
 #include "cli/progress.h"
 #include "eval/claims.h"
 #include "eval/results.h"
 #include "eval/sample_source.h"
+#include "model/lookahead_adapter.h"
 #include "model/model.h"
 #include "util/error.h"
 

@@ -8,13 +8,13 @@
 #include <sstream>
 
 #include "cli/commands.h"
-#include "cli/model_files.h"
 #include "cli/progress.h"
 #include "cli/shared_options.h"
 #include "eval/demo_table.h"
 #include "eval/plots.h"
 #include "eval/sample_source.h"
 #include "eval/sweep.h"
+#include "model/lookahead_adapter.h"
 #include "model/model.h"
 #include "util/error.h"
 
@@ -41,14 +41,12 @@ std::vector<eval::MethodSpec> methods_with_adapter(const std::string& list, cons
     if (item == "lookaheadkv") {
       bare = true;
       if (adapter.empty()) {
-        std::filesystem::path wanted(model);
-        wanted.replace_extension(".lookahead.gguf");
+        const std::string wanted = adapter_path_beside(model);
         if (list != kDefaultMethods)
           fail("demo: lookaheadkv needs an adapter and {} does not exist (write lookaheadkv:adapter=FILE, or make "
                "one with `kvslim train-lookahead`)",
-               wanted.string());
-        fmt::print(stderr, "demo: lookaheadkv left out: no adapter {} (kvslim train-lookahead makes one)\n",
-                   wanted.string());
+               wanted);
+        fmt::print(stderr, "demo: lookaheadkv left out: no adapter {} (kvslim train-lookahead makes one)\n", wanted);
         dropped = true;
         continue;
       }

@@ -29,6 +29,7 @@ struct GenerateOptions {
   bool no_special = false;
   bool json = false;
   std::string save_kv, load_kv;
+  std::string lookahead_adapter;  // --lookahead-adapter
 };
 
 double per_second(double count, double ms) { return ms > 0 ? count * 1000.0 / ms : 0.0; }
@@ -59,7 +60,7 @@ void run_with_kv_file(const GenerateOptions& opt, const Model& model, ThreadPool
         {"text", a.text},
         {"token_ids", a.tokens},
         {"n_generated", a.tokens.size()},
-        {"stop_reason", a.stop_reason},
+        {"stop_reason", to_string(a.stop_reason)},
         {"press", live->compression().press},
         {"turn_tokens", t.turn_tokens},
         {"reused_tokens", t.reused},
@@ -79,13 +80,14 @@ void run_with_kv_file(const GenerateOptions& opt, const Model& model, ThreadPool
     fmt::print(stderr, "prompt: {} tokens run, {} reused from the KV file, {:.1f} ms ({:.1f} tok/s); generated: {} "
                "tokens, {:.1f} ms ({:.1f} tok/s); stop: {}; press {} ({:.1f} tokens kept per head); KV bytes {}{}\n",
                t.turn_tokens, t.reused, t.prefill_ms, t.prefill_tokens_per_s(), a.tokens.size(), t.decode_ms,
-               t.decode_tokens_per_s(), a.stop_reason, live->compression().press, t.kept_tokens, t.kv_bytes,
+               t.decode_tokens_per_s(), to_string(a.stop_reason), live->compression().press, t.kept_tokens, t.kv_bytes,
                opt.save_kv.empty() ? "" : "; saved " + opt.save_kv);
   }
 }
 
-void run_generate(const GenerateOptions& opt) {
-  if (!opt.load_kv.empty()) refuse_compression_with_load_kv(opt.compression);
+void run_generate(GenerateOptions opt) {
+  if (!opt.load_kv.empty()) refuse_compression_with_load_kv(opt.compression, opt.lookahead_adapter);
+  opt.compression.find_default_adapter(opt.model, opt.lookahead_adapter);
   const auto model = Model::load(opt.model);
   const Tokenizer& tokenizer = model->tokenizer();
   ThreadPool pool(opt.threads);
@@ -110,7 +112,7 @@ void run_generate(const GenerateOptions& opt) {
         {"text", r.text},
         {"n_prompt", r.n_prompt},
         {"n_generated", r.tokens.size()},
-        {"stop_reason", r.stop_reason},
+        {"stop_reason", to_string(r.stop_reason)},
         {"prefill_ms", r.prefill_ms},
         {"decode_ms", r.decode_ms},
         {"prefill_tok_s", prefill_tok_s},
@@ -136,7 +138,7 @@ void run_generate(const GenerateOptions& opt) {
     fmt::print("\n");
     fmt::print(stderr, "prompt: {} tokens, {:.1f} ms ({:.1f} tok/s); generated: {} tokens, {:.1f} ms ({:.1f} tok/s); "
                "stop: {}; press {} (scoring {:.1f} ms, {:.1f} tokens kept per head); KV bytes peak {} final {}\n",
-               r.n_prompt, r.prefill_ms, prefill_tok_s, r.tokens.size(), r.decode_ms, decode_tok_s, r.stop_reason,
+               r.n_prompt, r.prefill_ms, prefill_tok_s, r.tokens.size(), r.decode_ms, decode_tok_s, to_string(r.stop_reason),
                opt.compression.press, r.score_ms, r.kept_tokens, r.kv_bytes_peak, r.kv_bytes_final);
   }
 }
@@ -157,6 +159,7 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("--repeat-last-n", opt->sampling.repeat_last_n, "tokens the penalty looks back")->capture_default_str();
   cmd->add_option("--seed", opt->sampling.seed, "sampling seed")->capture_default_str();
   add_compression_options(*cmd, opt->compression);
+  add_lookahead_adapter_option(*cmd, opt->lookahead_adapter);
   add_engine_options(*cmd, opt->engine, opt->threads);
   cmd->add_flag("--no-bos", opt->no_bos, "do not prepend BOS even if the tokenizer asks for it");
   cmd->add_flag("--no-special", opt->no_special, "treat special-token text in the prompt as plain text");

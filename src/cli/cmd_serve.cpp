@@ -15,8 +15,10 @@ namespace kvslim::cli {
 
 namespace {
 
-void run_serve(server::ServerOptions opt) {
+void run_serve(server::ServerOptions opt, const std::string& lookahead_adapter) {
   opt.engine.validate();
+  // Requests may not name files: lookaheadkv per request runs with this adapter.
+  opt.compression.find_default_adapter(opt.model_path, lookahead_adapter);
   // The server's own method is built once at start: an unknown method, a bad option or a budget its
   // options cannot work with is one error line now rather than a failure on every request.
   // --prefill-evict block is the server's setting for the methods that have it (its own included).
@@ -76,6 +78,8 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--queue", opt->queue, "requests waiting for a slot before answering 503")->capture_default_str();
   cmd->add_option("--kv-mem", opt->kv_mem_mib, "cap on the KV memory of all slots, MiB (0: none)")->capture_default_str();
   add_compression_options(*cmd, opt->compression);
+  auto lookahead_adapter = std::make_shared<std::string>();
+  add_lookahead_adapter_option(*cmd, *lookahead_adapter);
   add_engine_options(*cmd, opt->engine, opt->threads);
   cmd->add_option("--chat-template", opt->chat_template, "Jinja chat template file (overrides the model's)");
   cmd->add_option("--api-key", opt->api_key, "require Authorization: Bearer KEY on every endpoint but /health");
@@ -86,7 +90,7 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--max-tokens", opt->limits.max_tokens, "largest max_tokens a request may ask for")
       ->capture_default_str();
   cmd->add_option("--max-body", opt->max_body_bytes, "largest request body in bytes (413 beyond)")->capture_default_str();
-  cmd->callback([opt] { run_serve(*opt); });
+  cmd->callback([opt, lookahead_adapter] { run_serve(*opt, *lookahead_adapter); });
 }
 
 }  // namespace kvslim::cli

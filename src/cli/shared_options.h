@@ -17,19 +17,29 @@ inline void add_compression_options(CLI::App& command, CompressionOptions& optio
   auto* ratio = command.add_option("--ratio", options.ratio, "fraction of the prompt evicted, in [0, 1)");
   budget->excludes(ratio);
   command.add_option("--press-opt", options.press_options, "method option key=value (repeatable)");
-  command.add_option("--prefill-evict", options.prefill_evict,
-                     "end: evict once the prompt is cached (the papers' setting); block: after every prefill block, "
-                     "so a head never holds more than budget + --batch tokens")
-      ->check(CLI::IsMember({"end", "block"}))
-      ->capture_default_str();
+  command
+      .add_option_function<std::string>(
+          "--prefill-evict", [&options](const std::string& v) { options.prefill_evict = parse_prefill_evict(v); },
+          "end: evict once the prompt is cached (the papers' setting); block: after every prefill block, "
+          "so a head never holds more than budget + --batch tokens")
+      ->default_str(std::string(to_string(options.prefill_evict)));  // a wrong word: parse_prefill_evict's error
+}
+
+// --lookahead-adapter FILE (generate, chat, serve): the adapter lookaheadkv runs with when
+// --press-opt (or a server request) names none; without it, MODEL.lookahead.gguf beside the model
+// when that exists. The command passes `path` to CompressionOptions::find_default_adapter.
+inline void add_lookahead_adapter_option(CLI::App& command, std::string& path) {
+  command.add_option("--lookahead-adapter", path,
+                     "LookaheadKV adapter for --press lookaheadkv (default: MODEL.lookahead.gguf beside the model)");
 }
 
 // --load-kv takes the method, its options and the budget from the KV file: any compression option
 // given as well would be ignored, so it is refused (generate and chat).
-inline void refuse_compression_with_load_kv(const CompressionOptions& c) {
-  if (c.press != "full" || c.budget || c.ratio || !c.press_options.empty() || c.prefill_evict != "end")
+inline void refuse_compression_with_load_kv(const CompressionOptions& c, const std::string& lookahead_adapter) {
+  if (c.press != "full" || c.budget || c.ratio || !c.press_options.empty() || c.prefill_evict != PrefillEvict::End ||
+      !lookahead_adapter.empty())
     fail("--load-kv takes the method, its options and the budget from the file: drop --press, --budget, --ratio, "
-         "--press-opt and --prefill-evict");
+         "--press-opt, --prefill-evict and --lookahead-adapter");
 }
 
 // --cache-type-k / --cache-type-v (llama.cpp's names): the stored type of KV pages.

@@ -4,23 +4,68 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 
+#include "model/lookahead_adapter.h"
 #include "util/error.h"
 
 namespace kvslim {
+
+std::string_view to_string(PrefillEvict p) { return p == PrefillEvict::Block ? "block" : "end"; }
+
+PrefillEvict parse_prefill_evict(std::string_view text) {
+  if (text == "end") return PrefillEvict::End;
+  if (text == "block") return PrefillEvict::Block;
+  fail("--prefill-evict must be end or block (got '{}')", text);
+}
 
 void CompressionOptions::validate() const {
   if (budget && *budget <= 0) fail("--budget must be > 0 (got {})", *budget);
   if (ratio && !(*ratio >= 0 && *ratio < 1)) fail("--ratio must be in [0, 1) (got {})", *ratio);
   if (budget && ratio) fail("give --budget or --ratio, not both");
-  if (prefill_evict != "end" && prefill_evict != "block")
-    fail("--prefill-evict must be end or block (got '{}')", prefill_evict);
+}
+
+namespace {
+
+bool has_option(const PressSpec& s, const std::string& key) {
+  return std::any_of(s.info->options.begin(), s.info->options.end(), [&](const OptionSpec& o) { return o.key == key; });
+}
+
+bool names_option(const std::vector<std::string>& options, const std::string& key) {
+  return std::any_of(options.begin(), options.end(), [&](const std::string& o) { return o.rfind(key + "=", 0) == 0; });
+}
+
+}  // namespace
+
+void CompressionOptions::find_default_adapter(const std::string& model_path, const std::string& flag) {
+  if (!flag.empty()) {
+    if (!std::filesystem::is_regular_file(flag)) fail("--lookahead-adapter: no file '{}'", flag);
+    default_adapter = adapter_sought = flag;
+    return;
+  }
+  adapter_sought = adapter_path_beside(model_path);
+  default_adapter = adapter_beside(model_path);
+}
+
+bool CompressionOptions::lacks_adapter() const {
+  const PressSpec s = spec();
+  return has_option(s, "adapter") && !names_option(press_options, "adapter") && default_adapter.empty();
 }
 
 std::vector<std::string> CompressionOptions::effective_options() const {
   const PressSpec s = spec();
   std::vector<std::string> options = press_options;
-  if (prefill_evict != "block") return options;
+  if (has_option(s, "adapter") && !names_option(options, "adapter")) {
+    // adapter_sought is empty where the command looks for none (perplexity, bench, inspect).
+    if (default_adapter.empty() && adapter_sought.empty())
+      fail("{} needs an adapter file: give --press-opt adapter=FILE (`kvslim train-lookahead` makes one)", press);
+    if (default_adapter.empty())
+      fail("{} needs an adapter file and there is none: {} does not exist (give --lookahead-adapter FILE or "
+           "--press-opt adapter=FILE; `kvslim train-lookahead` makes one)",
+           press, adapter_sought);
+    options.push_back("adapter=" + default_adapter);
+  }
+  if (prefill_evict != PrefillEvict::Block) return options;
   switch (s.can().block_eviction) {
     case BlockEviction::Always:
       return options;
@@ -53,7 +98,8 @@ PreparedCompression CompressionOptions::prepare() const {
 
 CompressionOptions CompressionOptions::with_block_eviction_where_supported() const {
   CompressionOptions c = *this;
-  if (c.prefill_evict == "block" && spec().can().block_eviction == BlockEviction::None) c.prefill_evict = "end";
+  if (c.prefill_evict == PrefillEvict::Block && spec().can().block_eviction == BlockEviction::None)
+    c.prefill_evict = PrefillEvict::End;
   return c;
 }
 

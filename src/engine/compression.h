@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "press/press.h"
@@ -30,6 +31,14 @@ struct PreparedCompression {
   int64_t budget_for(int64_t n_prompt) const;
 };
 
+// --prefill-evict: End (evict once the prompt is cached) or Block (after every prefill block,
+// docs/kv-cache.md). The words "end" and "block" are what the command line takes and the server's
+// slot keys carry; to_string and parse_prefill_evict are the only places that spell them.
+enum class PrefillEvict { End, Block };
+std::string_view to_string(PrefillEvict p);
+// "end" or "block"; anything else throws kvslim::Error naming the value and the two choices.
+PrefillEvict parse_prefill_evict(std::string_view text);
+
 // The method and its budget: either `budget` tokens per (layer, KV head), or `ratio` of the
 // prompt evicted (B = floor(n * (1 - ratio))), or neither (no limit).
 struct CompressionOptions {
@@ -37,15 +46,28 @@ struct CompressionOptions {
   std::vector<std::string> press_options;  // key=value
   std::optional<int64_t> budget;           // must be > 0
   std::optional<double> ratio;             // must be in [0, 1)
-  // --prefill-evict: "end" (evict once the prompt is cached) or "block" (after every prefill
-  // block, docs/kv-cache.md): the method's option prefill=block; a method that always works
+  // --prefill-evict block is the method's option prefill=block; a method that always works
   // block-wise (KeyDiff) needs nothing; one without block-wise eviction refuses it.
-  std::string prefill_evict = "end";
+  PrefillEvict prefill_evict = PrefillEvict::End;
+  // The file a method's `adapter` option (LookaheadKV's) takes when press_options name none: what
+  // the command found with find_default_adapter (--lookahead-adapter, or the adapter beside the
+  // model), so that a request or a --press naming only the method runs it. Empty: there is none,
+  // and such a method is refused, naming adapter_sought (where the command looked).
+  std::string default_adapter;
+  std::string adapter_sought;
   // A method defined outside the registry (a press written in Python, python/): used instead of
   // looking `press` up; its options, capabilities and factory are its own.
   std::shared_ptr<const PressInfo> custom;
 
-  // Throws kvslim::Error for a bad budget, ratio or --prefill-evict value.
+  // Sets default_adapter: `flag` (--lookahead-adapter) when given, which must exist (kvslim::Error
+  // naming it), else MODEL.lookahead.gguf beside model_path when that file exists
+  // (model/lookahead_adapter.h: adapter_beside). generate, chat and serve call it.
+  void find_default_adapter(const std::string& model_path, const std::string& flag);
+  // True when the method has an `adapter` option, press_options give it none and there is no
+  // default_adapter: effective_options() refuses it (the server first, in its own words).
+  bool lacks_adapter() const;
+
+  // Throws kvslim::Error for a bad budget or ratio.
   void validate() const;
   // The method as the user named it (throws kvslim::Error for an unknown name).
   PressSpec spec() const { return custom ? PressSpec{custom.get(), std::nullopt} : PressSpec::parse(press); }

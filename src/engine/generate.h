@@ -11,6 +11,7 @@
 
 #include "engine/sampler.h"
 #include "engine/session.h"
+#include "engine/stop_reason.h"
 
 namespace kvslim {
 
@@ -25,7 +26,7 @@ struct GenerateRequest {
 struct GenerateResult {
   std::vector<int32_t> tokens;  // generated ids (the end-of-generation token excluded)
   std::string text;
-  std::string stop_reason;      // "eos", "length" (n_predict reached) or "context" (context full)
+  StopReason stop_reason = StopReason::Length;  // Eos, Length or Context
   int n_prompt = 0;              // compressed prompt tokens (the appended ones excluded)
   int decode_steps = 0;         // forward passes of one token (the last sampled token needs none)
   int64_t budget = 0;           // resolved budget (0: none)

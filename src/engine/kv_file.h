@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "engine/session.h"
+#include "gguf/gguf.h"
 #include "model/model.h"
 #include "tensor/dtype.h"
 
@@ -42,6 +43,13 @@ struct KvFileContents {
   PressState press_state;
 };
 
+// What a file must match: the model it was made for and its shape, and --ctx.
+struct KvFileExpectation {
+  uint64_t model_fingerprint = 0;
+  int n_layers = 0, n_kv_heads = 0, head_dim = 0, n_vocab = 0;
+  int64_t context = 0;  // most tokens a head may hold
+};
+
 // Writes atomically (temporary file, then rename: an existing file is never half-overwritten).
 void write_kv_file(const std::string& path, const Session& session, const KvFileMeta& meta, const Model& model);
 
@@ -49,6 +57,9 @@ void write_kv_file(const std::string& path, const Session& session, const KvFile
 // token ids in the vocabulary, each head within --ctx); throws kvslim::Error naming the file and
 // what is wrong. Nothing outside the returned value is touched.
 KvFileContents read_kv_file(const std::string& path, const Model& model, const EngineOptions& options);
+// The same checks on an opened file against `expect` (kv_file_read.cpp): read_kv_file's work, and
+// what the fuzz target runs. Errors do not name the file.
+KvFileContents read_kv_contents(const gguf::File& file, const KvFileExpectation& expect);
 
 // Fills a session that has run no turn (made with the file's method and budget) and loads the
 // press's state; throws if the press refuses its state (the session must then be discarded).

@@ -22,17 +22,17 @@ Answer decode_answer(Session& session, Sampler& sampler, const Tokenizer& tokeni
                      std::vector<int32_t>& history, int n_predict,
                      const std::function<void(const std::string&)>& on_piece, const std::atomic<bool>* stop) {
   Answer answer;
-  answer.stop_reason = "length";
+  answer.stop_reason = StopReason::Length;
   const PagedKvCache& kv = session.kv();
   const auto start = Clock::now();
   for (int i = 0; i < n_predict; ++i) {
     if (stop && stop->load()) {
-      answer.stop_reason = "interrupted";
+      answer.stop_reason = StopReason::Interrupted;
       break;
     }
     const int32_t token = sampler.sample(logits, history);
     if (tokenizer.is_end_of_generation(token)) {
-      answer.stop_reason = "eos";
+      answer.stop_reason = StopReason::Eos;
       break;
     }
     history.push_back(token);
@@ -44,7 +44,7 @@ Answer decode_answer(Session& session, Sampler& sampler, const Tokenizer& tokeni
     int64_t largest_head = 0;
     for (int l = 0; l < kv.n_layers(); ++l) largest_head = std::max(largest_head, kv.n_tokens(l));
     if (largest_head >= kv.capacity()) {
-      answer.stop_reason = "context";
+      answer.stop_reason = StopReason::Context;
       break;
     }
     logits = session.decode(token);

@@ -14,6 +14,7 @@
 
 #include "engine/sampler.h"
 #include "engine/session.h"
+#include "engine/stop_reason.h"
 
 namespace kvslim {
 
@@ -27,7 +28,7 @@ struct TurnStats {
   uint64_t kv_bytes = 0;     // KV bytes in use after the answer
   double prefill_ms = 0, score_ms = 0, decode_ms = 0;
   int generated = 0, decode_steps = 0;
-  std::string stop_reason;   // eos, length, context or interrupted ("" before an answer)
+  StopReason stop_reason = StopReason::None;  // None before an answer
 
   double prefill_tokens_per_s() const { return prefill_ms > 0 ? 1000.0 * double(turn_tokens) / prefill_ms : 0; }
   double decode_tokens_per_s() const { return decode_ms > 0 ? 1000.0 * double(decode_steps) / decode_ms : 0; }
@@ -36,7 +37,7 @@ struct TurnStats {
 struct Answer {
   std::vector<int32_t> tokens;  // the end-of-generation token excluded
   std::string text;
-  std::string stop_reason;      // eos, length, context or interrupted
+  StopReason stop_reason = StopReason::Length;
   int decode_steps = 0;
   double decode_ms = 0;
 };

@@ -10,7 +10,7 @@
 #include <regex>
 #include <set>
 
-#include "tokenizer/utf8.h"
+#include "util/utf8.h"
 #include "util/error.h"
 
 namespace kvslim::eval {
@@ -20,13 +20,13 @@ using CodePoints = std::u32string;
 
 CodePoints code_points(std::string_view text) {
   CodePoints out;
-  for (size_t pos = 0; pos < text.size();) out += char32_t(tok::decode_utf8(text, pos));
+  for (size_t pos = 0; pos < text.size();) out += char32_t(decode_utf8(text, pos));
   return out;
 }
 
 std::string utf8(const CodePoints& text) {
   std::string out;
-  for (const char32_t c : text) tok::append_utf8(out, uint32_t(c));
+  for (const char32_t c : text) append_utf8(out, uint32_t(c));
   return out;
 }
 

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <random>
 
 #include "gguf/gguf.h"
@@ -140,6 +141,17 @@ void LookaheadAdapter::save(const std::string& path) const {
       w.add_tensor(lora_tensor(l, site, 'b'), f32, {r, out}, f32_bytes(lora.b(l, site), out * r));
     }
   w.write(path);
+}
+
+std::string adapter_path_beside(const std::string& model_path) {
+  std::filesystem::path p(model_path);
+  p.replace_extension(".lookahead.gguf");
+  return p.string();
+}
+
+std::string adapter_beside(const std::string& model_path) {
+  const std::string path = adapter_path_beside(model_path);
+  return std::filesystem::exists(path) ? path : "";
 }
 
 }  // namespace kvslim

@@ -50,4 +50,11 @@ struct LookaheadAdapter {
   void save(const std::string& path) const;
 };
 
+// Where a model's adapter travels with it: MODEL.lookahead.gguf beside the model
+// (models/x.gguf -> models/x.lookahead.gguf), where `kvslim train-lookahead` writes it. demo,
+// claims, generate, chat and serve look there, so lookaheadkv runs without naming a file.
+std::string adapter_path_beside(const std::string& model_path);
+// adapter_path_beside(model_path) when that file exists, else "".
+std::string adapter_beside(const std::string& model_path);
+
 }  // namespace kvslim

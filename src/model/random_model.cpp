@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "gguf/gguf.h"
-#include "model/byte_vocab.h"
+#include "tokenizer/byte_vocab.h"
 #include "util/error.h"
 #include "util/thread_pool.h"
 

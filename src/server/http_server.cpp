@@ -6,6 +6,8 @@
 
 #include "engine/press_catalogue.h"
 #include "engine/system_info.h"
+#include "model/fingerprint.h"
+#include "model/lookahead_adapter.h"
 #include "model/model.h"
 #include "press/registry.h"
 #include "server/openai_format.h"
@@ -105,6 +107,18 @@ void HttpServer::stop() {
 void HttpServer::load() {
   try {
     auto model = Model::load(options_.model_path);
+    // The adapter lookaheadkv requests will run with is checked against the model now, so that a
+    // wrong one is one error at start rather than a failed generation on every such request.
+    if (const std::string& adapter = options_.compression.default_adapter; !adapter.empty()) {
+      try {
+        LookaheadAdapter::load(adapter, model->config(), model_fingerprint(*model));
+      } catch (const Error& e) {
+        throw Error(fmt::format("the LookaheadKV adapter {} does not fit the model: {} (give --lookahead-adapter FILE, "
+                                "or move it away to serve without lookaheadkv)",
+                                adapter, e.what()));
+      }
+      fmt::print(stderr, "kvslim serve: lookaheadkv runs with the adapter {}\n", adapter);
+    }
     std::optional<ChatTemplate> chat;
     try {
       chat = ChatTemplate::for_model(*model, options_.chat_template);
@@ -235,7 +249,8 @@ void HttpServer::props(Response& res) {
         {"press", c.press},
         {"budget", c.budget ? json(*c.budget) : json(nullptr)},
         {"ratio", c.ratio ? json(*c.ratio) : json(nullptr)},
-        {"press_options", c.press_options}}}};
+        {"press_options", c.press_options},
+        {"lookahead_adapter", c.default_adapter.empty() ? json(nullptr) : json(c.default_adapter)}}}};
   const ModelConfig& m = model_->config();
   json out = {{"default_generation_settings", settings},
               {"total_slots", options_.parallel},

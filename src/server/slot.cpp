@@ -44,7 +44,7 @@ std::string compression_key(const CompressionOptions& c) {
   std::vector<std::string> options = c.press_options;
   std::sort(options.begin(), options.end());
   return fmt::format("{}|{}|{}|{}|{}", c.press, fmt::join(options, ","), c.budget ? std::to_string(*c.budget) : "",
-                     c.ratio ? fmt::format("{}", *c.ratio) : "", c.prefill_evict);
+                     c.ratio ? fmt::format("{}", *c.ratio) : "", to_string(c.prefill_evict));
 }
 
 uint64_t kv_bytes_for(const ModelConfig& config, const EngineOptions& engine, int64_t tokens) {
@@ -303,7 +303,7 @@ nlohmann::json Slot::restore(const std::string& path) {
   c.press = contents.meta.press;
   c.press_options = contents.meta.press_options;
   // prefill=block came from --prefill-evict block: key the slot as such requests are keyed.
-  if (std::erase(c.press_options, std::string("prefill=block")) > 0) c.prefill_evict = "block";
+  if (std::erase(c.press_options, std::string("prefill=block")) > 0) c.prefill_evict = PrefillEvict::Block;
   if (contents.meta.budget != kNoBudget) c.budget = contents.meta.budget;
   std::unique_ptr<Press> press = c.prepare().press;
   auto session = std::make_unique<Session>(

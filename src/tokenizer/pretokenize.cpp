@@ -5,7 +5,7 @@
 
 #include <algorithm>
 
-#include "tokenizer/utf8.h"
+#include "util/utf8.h"
 #include "util/error.h"
 
 namespace kvslim::tok {

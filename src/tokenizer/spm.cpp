@@ -2,7 +2,7 @@
 
 #include <queue>
 
-#include "tokenizer/utf8.h"
+#include "util/utf8.h"
 
 namespace kvslim::tok {
 

@@ -9,7 +9,7 @@
 #include <filesystem>
 
 #include "gguf/gguf.h"
-#include "model/byte_vocab.h"
+#include "tokenizer/byte_vocab.h"
 #include "tasks/rng.h"
 #include "train/dense_tasks.h"
 #include "util/error.h"

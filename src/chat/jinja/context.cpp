@@ -57,4 +57,11 @@ std::tm Context::now() const {
   return local;
 }
 
+Context::~Context() {
+  for (const auto& d : namespaces_) {
+    d->entries.clear();
+    d->index.clear();
+  }
+}
+
 }  // namespace kvslim::jinja

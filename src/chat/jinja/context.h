@@ -40,6 +40,14 @@ class Context {
   };
 
   Context(Limits limits, std::function<std::tm()> clock) : limits_(limits), clock_(std::move(clock)) {}
+  ~Context();
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+
+  // Every namespace() made while rendering. Namespaces are the one mutable kind of value, so the
+  // one that can hold itself (`set ns.me = ns`: a cycle of shared_ptrs that would never be freed,
+  // a leak per request the fuzzer found); the destructor empties them, which breaks every cycle.
+  void track_namespace(std::shared_ptr<DictData> d) { namespaces_.push_back(std::move(d)); }
 
   Frame& root() { return root_; }
   Frame* frame() const { return frame_; }
@@ -70,6 +78,7 @@ class Context {
   std::string* out_ = nullptr;
   uint64_t steps_ = 0;
   int call_depth_ = 0;
+  std::vector<std::shared_ptr<DictData>> namespaces_;
 };
 
 // Runs `body` with a fresh frame whose parent is `parent`, restoring the current frame after.

@@ -63,10 +63,11 @@ Value g_dict(CallArgs& args, Context&) {
   return Value::dict(std::move(d));
 }
 
-Value g_namespace(CallArgs& args, Context&) {
+Value g_namespace(CallArgs& args, Context& ctx) {
   CallArgs positional_only{args.positional, {}};
   auto d = mapping_from(positional_only, "namespace");
   for (const auto& [key, value] : args.keyword) d->set(key, value);
+  ctx.track_namespace(d);
   return Value::namespace_(std::move(d));
 }
 

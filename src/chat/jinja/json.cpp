@@ -7,7 +7,7 @@
 #include <algorithm>
 
 #include "chat/jinja/access.h"
-#include "tokenizer/utf8.h"
+#include "util/utf8.h"
 
 namespace kvslim::jinja {
 
@@ -20,7 +20,7 @@ void append_string(std::string& out, const std::string& s, bool ensure_ascii) {
     if (ensure_ascii && c >= 0x80) {
       // \uXXXX, with a surrogate pair above the BMP, as Python writes it.
       size_t pos = i;
-      uint32_t cp = tok::decode_utf8(s, pos);
+      uint32_t cp = decode_utf8(s, pos);
       i = pos - 1;
       if (cp >= 0x10000) {
         cp -= 0x10000;

@@ -6,7 +6,7 @@
 #include <cctype>
 
 #include "chat/jinja/value.h"
-#include "tokenizer/utf8.h"
+#include "util/utf8.h"
 
 namespace kvslim::jinja {
 
@@ -70,7 +70,7 @@ std::string unescape(std::string_view body, int line) {
         }
         if (cp > 0x10FFFF) throw TemplateError("invalid \\U escape in a string literal", line);
         i += digits;
-        tok::append_utf8(out, cp);
+        append_utf8(out, cp);
         break;
       }
       default:
@@ -78,7 +78,7 @@ std::string unescape(std::string_view body, int line) {
           uint32_t cp = static_cast<uint32_t>(e - '0');
           for (int k = 0; k < 2 && i + 1 < body.size() && body[i + 1] >= '0' && body[i + 1] <= '7'; ++k)
             cp = cp * 8 + static_cast<uint32_t>(body[++i] - '0');
-          tok::append_utf8(out, cp);
+          append_utf8(out, cp);
         } else {
           out += '\\';
           out += e;

@@ -7,7 +7,7 @@
 #include <algorithm>
 
 #include "chat/jinja/value.h"
-#include "tokenizer/utf8.h"
+#include "util/utf8.h"
 
 namespace kvslim::jinja::text {
 
@@ -16,7 +16,7 @@ namespace {
 std::vector<uint32_t> decode(std::string_view s) {
   std::vector<uint32_t> cps;
   cps.reserve(s.size());
-  for (size_t pos = 0; pos < s.size();) cps.push_back(tok::decode_utf8(s, pos));
+  for (size_t pos = 0; pos < s.size();) cps.push_back(decode_utf8(s, pos));
   return cps;
 }
 
@@ -51,7 +51,7 @@ bool in_chars(uint32_t cp, const std::vector<uint32_t>& chars) {
 std::vector<size_t> char_offsets(std::string_view s) {
   std::vector<size_t> offsets;
   offsets.reserve(s.size() + 1);
-  for (size_t pos = 0; pos < s.size(); pos += tok::utf8_char_length(s, pos)) offsets.push_back(pos);
+  for (size_t pos = 0; pos < s.size(); pos += utf8_char_length(s, pos)) offsets.push_back(pos);
   offsets.push_back(s.size());
   return offsets;
 }
@@ -59,7 +59,7 @@ std::vector<size_t> char_offsets(std::string_view s) {
 int64_t char_count(std::string_view s) {
   if (is_ascii(s)) return static_cast<int64_t>(s.size());
   int64_t n = 0;
-  for (size_t pos = 0; pos < s.size(); pos += tok::utf8_char_length(s, pos)) ++n;
+  for (size_t pos = 0; pos < s.size(); pos += utf8_char_length(s, pos)) ++n;
   return n;
 }
 
@@ -80,7 +80,7 @@ std::string lower(std::string_view s) { return map_case(s, false); }
 
 std::string capitalize(std::string_view s) {
   if (s.empty()) return {};
-  const size_t first = tok::utf8_char_length(s, 0);
+  const size_t first = utf8_char_length(s, 0);
   return upper(s.substr(0, first)) + lower(s.substr(first));
 }
 
@@ -90,7 +90,7 @@ std::string title(std::string_view s) {
   bool previous_cased = false;
   for (size_t pos = 0; pos < s.size();) {
     const size_t start = pos;
-    const uint32_t cp = tok::decode_utf8(s, pos);
+    const uint32_t cp = decode_utf8(s, pos);
     const std::string_view ch = s.substr(start, pos - start);
     const bool cased = is_cased_upper(cp) || is_cased_lower(cp) || u_istitle(static_cast<UChar32>(cp));
     out += previous_cased ? lower(ch) : upper(ch);
@@ -104,7 +104,7 @@ std::string title_filter(std::string_view s) {
   bool at_start = true;
   for (size_t pos = 0; pos < s.size();) {
     const size_t start = pos;
-    const uint32_t cp = tok::decode_utf8(s, pos);
+    const uint32_t cp = decode_utf8(s, pos);
     const std::string_view ch = s.substr(start, pos - start);
     const bool separator = is_space(cp) || cp == '-' || cp == '(' || cp == '{' || cp == '[' || cp == '<';
     if (separator) {
@@ -126,7 +126,7 @@ std::string strip(std::string_view s, const std::string* chars, bool left, bool 
   if (left) {
     while (begin < end) {
       size_t next = begin;
-      if (!strippable(tok::decode_utf8(s, next))) break;
+      if (!strippable(decode_utf8(s, next))) break;
       begin = next;
     }
   }
@@ -136,7 +136,7 @@ std::string strip(std::string_view s, const std::string* chars, bool left, bool 
       // Back to the start of the last character (at most 3 continuation bytes).
       while (start > begin && end - start < 4 && (static_cast<unsigned char>(s[start]) & 0xC0) == 0x80) --start;
       size_t after = start;
-      const uint32_t cp = tok::decode_utf8(s, after);
+      const uint32_t cp = decode_utf8(s, after);
       if (after != end) break;  // an invalid byte: never whitespace, kept
       if (!strippable(cp)) break;
       end = start;
@@ -177,7 +177,7 @@ std::vector<std::string> split(std::string_view s, const std::string* sep, int64
   const size_t n = offsets.size() - 1;
   auto space_at = [&](size_t i) {
     size_t pos = offsets[i];
-    return is_space(tok::decode_utf8(s, pos));
+    return is_space(decode_utf8(s, pos));
   };
   if (!from_right) {
     size_t i = 0;
@@ -221,7 +221,7 @@ std::vector<std::string> splitlines(std::string_view s, bool keepends) {
   size_t start = 0;
   for (size_t pos = 0; pos < s.size();) {
     const size_t at = pos;
-    const uint32_t cp = tok::decode_utf8(s, pos);
+    const uint32_t cp = decode_utf8(s, pos);
     const bool brk = cp == '\n' || cp == '\r' || cp == 0x0B || cp == 0x0C || (cp >= 0x1C && cp <= 0x1E) ||
                      cp == 0x85 || cp == 0x2028 || cp == 0x2029;
     if (!brk) continue;

@@ -1,5 +1,5 @@
 // rocketkv: two-stage compression for decode (RocketKV §3). The budget is token traffic per KV
-// head per decode step, split between the stages by rocketkv_plan (press/rocketkv_plan.h).
+// head per decode step, split between the stages by rocketkv_plan (press/methods/rocketkv_plan.h).
 // - Stage 1, SnapKV++ (§3.3), once the prompt is cached: the last `window` prompt queries'
 //   attention on the prefix, summed over the window and the group's query heads (one selection
 //   per KV head), max-pooled (kernel 63; `kernel_long` from `long_threshold` prompt tokens on),
@@ -22,7 +22,7 @@
 #include "press/attention_accumulator.h"
 #include "press/methods.h"
 #include "press/page_bounds.h"
-#include "press/rocketkv_plan.h"
+#include "press/methods/rocketkv_plan.h"
 #include "press/select.h"
 #include "press/sparse_attention.h"
 #include "tensor/ops.h"

@@ -1,4 +1,4 @@
-#include "model/byte_vocab.h"
+#include "tokenizer/byte_vocab.h"
 
 #include <cstdio>
 

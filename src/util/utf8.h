@@ -1,4 +1,5 @@
-// Minimal UTF-8 helpers shared by the tokenizers. Invalid input never throws: a byte that does
+// Minimal UTF-8 helpers shared by the tokenizers, the Jinja interpreter and the text metrics
+// (in util/ so that every layer may use them). Invalid input never throws: a byte that does
 // not start a well-formed sequence decodes as U+FFFD and consumes exactly one byte, so every
 // input byte belongs to exactly one decoded character and byte ranges survive round trips.
 #pragma once
@@ -8,7 +9,7 @@
 #include <string>
 #include <string_view>
 
-namespace kvslim::tok {
+namespace kvslim {
 
 inline constexpr uint32_t kReplacementChar = 0xFFFD;
 
@@ -21,4 +22,4 @@ void append_utf8(std::string& out, uint32_t cp);
 // would consume it.
 size_t utf8_char_length(std::string_view text, size_t pos);
 
-}  // namespace kvslim::tok
+}  // namespace kvslim

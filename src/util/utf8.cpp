@@ -1,6 +1,6 @@
-#include "tokenizer/utf8.h"
+#include "util/utf8.h"
 
-namespace kvslim::tok {
+namespace kvslim {
 
 namespace {
 
@@ -70,4 +70,4 @@ size_t utf8_char_length(std::string_view text, size_t pos) {
   return end - pos;
 }
 
-}  // namespace kvslim::tok
+}  // namespace kvslim
