@@ -16,7 +16,7 @@ esac
 if [ $test_tools = 1 ]; then
   packages+=(chromium clang  # the web page's test in headless Chromium; the fuzz build
              slurm-wlm munge nginx python3 python3-yaml  # the scale-out tests (docs/scale-out.md)
-             python3-pytest python3-pip python3-setuptools python3-venv python3-wheel)  # the Python tests, pip install
+             python3-pytest python3-pandas python3-pip python3-setuptools python3-venv python3-wheel)  # the Python tests, pip install
 fi
 missing=()
 for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done

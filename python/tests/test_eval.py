@@ -1,6 +1,7 @@
 """kvslim.eval: the same records as `kvslim eval` for the same grid."""
 
 import json
+import os
 
 import pytest
 
@@ -37,3 +38,19 @@ def test_out_directory_resumes(model, tmp_path):
 def test_bad_grid_is_refused(model):
     with pytest.raises(kvslim.Error, match="nosuchtask"):
         kvslim.eval(model, "snapkv", [32], ["nosuchtask"], [256], 1)
+
+
+def test_dataframe_holds_the_records(model):
+    # pandas is one of the test tools (scripts/install-deps.sh); eval returns a DataFrame with it.
+    try:
+        import pandas
+    except ImportError:
+        if os.environ.get("CI") == "true":
+            pytest.fail("pandas (python3-pandas) is missing")
+        pytest.skip("pandas (python3-pandas) is not installed")
+    args = dict(methods=["snapkv"], budgets=[32], tasks=["passkey"], lengths=[256], samples=2)
+    frame = kvslim.eval(model, **args)
+    records = kvslim.eval(model, **args, dataframe=False)
+    assert isinstance(frame, pandas.DataFrame) and len(frame) == len(records) == 2
+    assert list(frame["method"]) == [r["method"] for r in records]
+    assert list(frame["score"]) == [r["score"] for r in records]
