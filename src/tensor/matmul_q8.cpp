@@ -47,6 +47,42 @@ namespace kvslim::KVSLIM_ISA_NS::detail {
 #if defined(KVSLIM_Q8_GEMM) || defined(KVSLIM_Q8_GEMM_AVX2) || defined(KVSLIM_Q8_GEMM_NEON)
 
 namespace {
+// Block `b` (a 32-value sub-block) of a q4_K / q5_K row: its super-block, its index j in it, the
+// 16 or 32 bytes holding its nibbles, and value = scale * level + min. Portable: the x86 and NEON
+// bodies of unpack_int8_block differ only in how they extract the levels.
+struct KSubBlock {
+  const uint8_t* blk;
+  int j;
+  const uint8_t* qs;
+  float scale, min;
+};
+KSubBlock k_sub_block(DType type, const uint8_t* row, int64_t b) {
+  KSubBlock k;
+  k.blk = row + (b / 8) * dtype_block_bytes(type);
+  k.j = static_cast<int>(b % 8);
+  int sc, m;
+  k4_scale_min(k.blk + 4, k.j, sc, m);
+  uint16_t h;
+  std::memcpy(&h, k.blk, 2);
+  k.scale = fp16_to_fp32(h) * static_cast<float>(sc);
+  std::memcpy(&h, k.blk + 2, 2);
+  k.min = -fp16_to_fp32(h) * static_cast<float>(m);
+  k.qs = k.blk + (type == DType::Q5_K ? 48 : 16) + 32 * (k.j / 2);
+  return k;
+}
+
+// Block `b` of an iq4_nl / iq4_xs row: the 16 bytes of its nibbles, and its scale.
+const uint8_t* iq4_block(DType type, const uint8_t* row, int64_t b, float& scale) {
+  const bool xs = type == DType::IQ4_XS;
+  const uint8_t* blk = row + (xs ? b / 8 : b) * dtype_block_bytes(type);
+  const int j = static_cast<int>(b % 8);
+  uint16_t h;
+  std::memcpy(&h, blk, 2);
+  scale = fp16_to_fp32(h);
+  if (xs) scale *= static_cast<float>(iq4xs_scale(*reinterpret_cast<const BlockIQ4_XS*>(blk), j));
+  return xs ? blk + 8 + 16 * j : blk + 2;
+}
+
 // q4_1, q5_0 and q5_1 blocks (blk) as int8 q and, for q4_1 / q5_1, the min (portable: the same
 // code at every level).
 void unpack_int8_legacy(DType type, const uint8_t* blk, int8_t* q, float& min) {
@@ -89,15 +125,11 @@ void unpack_int8_block(DType type, const uint8_t* row, int64_t b, int8_t* q, flo
   min = 0.0f;
   if (type == DType::Q4_K || type == DType::Q5_K) {
     const bool five = type == DType::Q5_K;
-    const uint8_t* blk = row + (b / 8) * dtype_block_bytes(type);
-    const int j = static_cast<int>(b % 8);
-    int sc, m;
-    k4_scale_min(blk + 4, j, sc, m);
-    std::memcpy(&h, blk, 2);
-    scale = fp16_to_fp32(h) * static_cast<float>(sc);
-    std::memcpy(&h, blk + 2, 2);
-    min = -fp16_to_fp32(h) * static_cast<float>(m);
-    const uint8_t* qs = blk + (five ? 48 : 16) + 32 * (j / 2);
+    const KSubBlock k = k_sub_block(type, row, b);
+    const uint8_t *blk = k.blk, *qs = k.qs;
+    const int j = k.j;
+    scale = k.scale;
+    min = k.min;
     // The 32 levels in one 256-bit register: this sub-block's nibbles, plus bit j of qh as bit 4.
     const __m256i nib = _mm256_set1_epi8(0x0F);
     const __m256i bytes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs));
@@ -112,15 +144,10 @@ void unpack_int8_block(DType type, const uint8_t* row, int64_t b, int8_t* q, flo
   }
   if (type == DType::IQ4_NL || type == DType::IQ4_XS) {
     // The nibbles of one 32-value (sub-)block looked up in the level table: int8 levels -127..113.
-    const bool xs = type == DType::IQ4_XS;
-    const uint8_t* blk = row + (xs ? b / 8 : b) * dtype_block_bytes(type);
-    const int j = static_cast<int>(b % 8);
-    std::memcpy(&h, blk, 2);
-    scale = fp16_to_fp32(h);
-    if (xs) scale *= static_cast<float>(iq4xs_scale(*reinterpret_cast<const BlockIQ4_XS*>(blk), j));
+    const uint8_t* nibbles = iq4_block(type, row, b, scale);
     const __m128i table = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIQ4Levels));
     const __m128i nib = _mm_set1_epi8(0x0F);
-    const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(xs ? blk + 8 + 16 * j : blk + 2));
+    const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(nibbles));
     _mm_storeu_si128(reinterpret_cast<__m128i*>(q), _mm_shuffle_epi8(table, _mm_and_si128(bytes, nib)));
     _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 16),
                      _mm_shuffle_epi8(table, _mm_and_si128(_mm_srli_epi16(bytes, 4), nib)));
@@ -197,15 +224,11 @@ void unpack_int8_block(DType type, const uint8_t* row, int64_t b, int8_t* q, flo
   const uint8x16_t nib = vdupq_n_u8(0x0F);
   if (type == DType::Q4_K || type == DType::Q5_K) {
     const bool five = type == DType::Q5_K;
-    const uint8_t* blk = row + (b / 8) * dtype_block_bytes(type);
-    const int j = static_cast<int>(b % 8);
-    int sc, m;
-    k4_scale_min(blk + 4, j, sc, m);
-    std::memcpy(&h, blk, 2);
-    scale = fp16_to_fp32(h) * static_cast<float>(sc);
-    std::memcpy(&h, blk + 2, 2);
-    min = -fp16_to_fp32(h) * static_cast<float>(m);
-    const uint8_t* qs = blk + (five ? 48 : 16) + 32 * (j / 2);
+    const KSubBlock k = k_sub_block(type, row, b);
+    const uint8_t *blk = k.blk, *qs = k.qs;
+    const int j = k.j;
+    scale = k.scale;
+    min = k.min;
     // This sub-block's nibbles of 32 bytes, plus bit j of qh as bit 4.
     uint8x16_t v0 = vld1q_u8(qs), v1 = vld1q_u8(qs + 16);
     v0 = (j & 1) ? vshrq_n_u8(v0, 4) : vandq_u8(v0, nib);
@@ -221,14 +244,9 @@ void unpack_int8_block(DType type, const uint8_t* row, int64_t b, int8_t* q, flo
   }
   if (type == DType::IQ4_NL || type == DType::IQ4_XS) {
     // The nibbles of one 32-value (sub-)block looked up in the level table: int8 levels -127..113.
-    const bool xs = type == DType::IQ4_XS;
-    const uint8_t* blk = row + (xs ? b / 8 : b) * dtype_block_bytes(type);
-    const int j = static_cast<int>(b % 8);
-    std::memcpy(&h, blk, 2);
-    scale = fp16_to_fp32(h);
-    if (xs) scale *= static_cast<float>(iq4xs_scale(*reinterpret_cast<const BlockIQ4_XS*>(blk), j));
+    const uint8_t* nibbles = iq4_block(type, row, b, scale);
     const int8x16_t table = vld1q_s8(kIQ4Levels);
-    const uint8x16_t bytes = vld1q_u8(xs ? blk + 8 + 16 * j : blk + 2);
+    const uint8x16_t bytes = vld1q_u8(nibbles);
     vst1q_s8(q, vqtbl1q_s8(table, vandq_u8(bytes, nib)));
     vst1q_s8(q + 16, vqtbl1q_s8(table, vshrq_n_u8(bytes, 4)));
     return;
