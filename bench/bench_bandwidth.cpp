@@ -30,7 +30,8 @@ uint64_t read_range(const uint8_t* p, size_t bytes) {
     a2 = _mm512_add_epi64(a2, _mm512_load_si512(p + i + 128));
     a3 = _mm512_add_epi64(a3, _mm512_load_si512(p + i + 192));
   }
-  return static_cast<uint64_t>(_mm512_reduce_add_epi64(_mm512_add_epi64(_mm512_add_epi64(a0, a1), _mm512_add_epi64(a2, a3))));
+  return static_cast<uint64_t>(
+      _mm512_reduce_add_epi64(_mm512_add_epi64(_mm512_add_epi64(a0, a1), _mm512_add_epi64(a2, a3))));
 #else
   uint64_t s[4] = {};
   for (size_t i = 0; i + 32 <= bytes; i += 32) {
@@ -44,7 +45,7 @@ uint64_t read_range(const uint8_t* p, size_t bytes) {
 
 void bm_read_bandwidth(benchmark::State& state, int threads) {
   kvslim::ThreadPool pool(threads);
-  auto* buf = static_cast<uint8_t*>(::operator new(kBytes, std::align_val_t{64}));
+  auto* buf = static_cast<uint8_t*>(::operator new (kBytes, std::align_val_t{64}));
   // Touch every page (and give the lines distinct values) so that reads hit real memory.
   for (size_t i = 0; i < kBytes; i += 8) {
     const uint64_t v = i * 0x9E3779B97F4A7C15ull;
@@ -58,8 +59,9 @@ void bm_read_bandwidth(benchmark::State& state, int threads) {
     });
     benchmark::DoNotOptimize(sums);
   }
-  state.counters["GB/s"] = benchmark::Counter(static_cast<double>(kBytes) / 1e9, benchmark::Counter::kIsIterationInvariantRate);
-  ::operator delete(buf, std::align_val_t{64});
+  state.counters["GB/s"] =
+      benchmark::Counter(static_cast<double>(kBytes) / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+  ::operator delete (buf, std::align_val_t{64});
 }
 
 const bool registered = [] {

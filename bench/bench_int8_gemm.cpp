@@ -51,15 +51,15 @@ const bool registered = [] {
   for (DType t : {DType::Q8_0, DType::Q4_0, DType::Q4_K}) {
     for (Shape s : {Shape{8192, 2048}, Shape{2048, 8192}}) {
       for (int threads : {1, 2})
-      for (Int8Gemm path : {Int8Gemm::Vnni, Int8Gemm::Amx}) {
-        const std::string name = std::string("int8_gemm/") + kvslim::dtype_name(t) + "/" +
-                                 (path == Int8Gemm::Amx ? "amx" : "vnni") + "/" + std::to_string(s.rows) + "x" +
-                                 std::to_string(s.cols) + "/n:512/threads:" + std::to_string(threads);
-        benchmark::RegisterBenchmark(name.c_str(),
-                                     [=](benchmark::State& st) { bm_int8_gemm(st, t, path, s.rows, s.cols, 512, threads); })
-            ->Unit(benchmark::kMillisecond)
-            ->UseRealTime();
-      }
+        for (Int8Gemm path : {Int8Gemm::Vnni, Int8Gemm::Amx}) {
+          const std::string name = std::string("int8_gemm/") + kvslim::dtype_name(t) + "/" +
+                                   (path == Int8Gemm::Amx ? "amx" : "vnni") + "/" + std::to_string(s.rows) + "x" +
+                                   std::to_string(s.cols) + "/n:512/threads:" + std::to_string(threads);
+          benchmark::RegisterBenchmark(
+              name.c_str(), [=](benchmark::State& st) { bm_int8_gemm(st, t, path, s.rows, s.cols, 512, threads); })
+              ->Unit(benchmark::kMillisecond)
+              ->UseRealTime();
+        }
     }
   }
   return true;

@@ -24,7 +24,7 @@ constexpr int kHeads = 32, kKvHeads = 8, kHeadDim = 64;
 // A one-layer cache holding `context` tokens per KV head in `type` pages.
 std::unique_ptr<kvslim::PagedKvCache> filled_cache(DType type, int64_t context, int64_t extra) {
   auto cache = std::make_unique<kvslim::PagedKvCache>(kvslim::KvShape{1, kHeads, kKvHeads, kHeadDim, type, type},
-                                                       context + extra);
+                                                      context + extra);
   kvslim::bench::fill_layer0(*cache, context, int64_t(kKvHeads) * kHeadDim);
   return cache;
 }
@@ -39,8 +39,7 @@ void bm_decode(benchmark::State& state, DType type, int64_t context, int threads
     benchmark::DoNotOptimize(out.data());
   }
   const double bytes = double(context) * kKvHeads * 2 * kvslim::row_bytes(type, kHeadDim);
-  state.counters["KV_GB/s"] =
-      benchmark::Counter(bytes / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["KV_GB/s"] = benchmark::Counter(bytes / 1e9, benchmark::Counter::kIsIterationInvariantRate);
 }
 
 void bm_prefill(benchmark::State& state, DType type, int64_t context, int threads) {
@@ -58,8 +57,8 @@ const bool registered = [] {
   for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0}) {
     for (int64_t context : {int64_t(512), int64_t(4096)}) {
       for (int threads : {1, 2}) {
-        const std::string name = std::string("kv_attention/decode/") + kvslim::dtype_name(t) + "/ctx:" +
-                                 std::to_string(context) + "/threads:" + std::to_string(threads);
+        const std::string name = std::string("kv_attention/decode/") + kvslim::dtype_name(t) +
+                                 "/ctx:" + std::to_string(context) + "/threads:" + std::to_string(threads);
         benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& s) { bm_decode(s, t, context, threads); })
             ->Unit(benchmark::kMicrosecond)
             ->UseRealTime();

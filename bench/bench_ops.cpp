@@ -53,8 +53,8 @@ void bm_matvec(benchmark::State& state, DType type, int64_t rows, int64_t cols, 
     benchmark::ClobberMemory();
     i = (i + 1) % copies;
   }
-  state.counters["GB/s"] = benchmark::Counter(static_cast<double>(base.size()) / 1e9,
-                                              benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["GB/s"] =
+      benchmark::Counter(static_cast<double>(base.size()) / 1e9, benchmark::Counter::kIsIterationInvariantRate);
 }
 
 void bm_matmul(benchmark::State& state, DType type, int64_t rows, int64_t cols, int64_t n, int threads) {

@@ -52,8 +52,8 @@ void bm_quant_matvec(benchmark::State& state, DType type, QuantKernel path, int6
     benchmark::ClobberMemory();
     i = (i + 1) % copies;
   }
-  state.counters["GB/s"] = benchmark::Counter(static_cast<double>(base.size()) / 1e9,
-                                              benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["GB/s"] =
+      benchmark::Counter(static_cast<double>(base.size()) / 1e9, benchmark::Counter::kIsIterationInvariantRate);
 }
 
 void bm_quant_matmul(benchmark::State& state, DType type, int64_t rows, int64_t cols, int64_t n, int threads) {
@@ -99,9 +99,10 @@ const bool registered = [] {
   }
   for (DType t : types) {
     for (int threads : {1, 2}) {
-      const std::string name = std::string("quant_matmul/") + kvslim::dtype_name(t) + "/2048x2048/n:512/threads:" +
-                               std::to_string(threads);
-      benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& s) { bm_quant_matmul(s, t, 2048, 2048, 512, threads); })
+      const std::string name =
+          std::string("quant_matmul/") + kvslim::dtype_name(t) + "/2048x2048/n:512/threads:" + std::to_string(threads);
+      benchmark::RegisterBenchmark(name.c_str(),
+                                   [=](benchmark::State& s) { bm_quant_matmul(s, t, 2048, 2048, 512, threads); })
           ->Unit(benchmark::kMillisecond)
           ->UseRealTime();
     }

@@ -43,11 +43,23 @@ void bm_train_fwd_bwd(benchmark::State& state, int layers, int dim, int heads, i
 }
 
 // The size train-model's trials settled on, then the range.
-BENCHMARK_CAPTURE(bm_train_fwd_bwd, l4_d128_h4_ffn384_v1024_s512, 4, 128, 4, 384, 1024, 512)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK_CAPTURE(bm_train_fwd_bwd, l4_d128_h4_ffn384_v1024_s2048, 4, 128, 4, 384, 1024, 2048)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK_CAPTURE(bm_train_fwd_bwd, l4_d256_h4_ffn768_v2048_s512, 4, 256, 4, 768, 2048, 512)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK_CAPTURE(bm_train_fwd_bwd, l4_d256_h4_ffn768_v2048_s2048, 4, 256, 4, 768, 2048, 2048)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK_CAPTURE(bm_train_fwd_bwd, l6_d384_h6_ffn1024_v2048_s512, 6, 384, 6, 1024, 2048, 512)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK_CAPTURE(bm_train_fwd_bwd, l6_d384_h6_ffn1024_v2048_s2048, 6, 384, 6, 1024, 2048, 2048)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(bm_train_fwd_bwd, l4_d128_h4_ffn384_v1024_s512, 4, 128, 4, 384, 1024, 512)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(bm_train_fwd_bwd, l4_d128_h4_ffn384_v1024_s2048, 4, 128, 4, 384, 1024, 2048)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(bm_train_fwd_bwd, l4_d256_h4_ffn768_v2048_s512, 4, 256, 4, 768, 2048, 512)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(bm_train_fwd_bwd, l4_d256_h4_ffn768_v2048_s2048, 4, 256, 4, 768, 2048, 2048)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(bm_train_fwd_bwd, l6_d384_h6_ffn1024_v2048_s512, 6, 384, 6, 1024, 2048, 512)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(bm_train_fwd_bwd, l6_d384_h6_ffn1024_v2048_s2048, 6, 384, 6, 1024, 2048, 2048)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 }  // namespace

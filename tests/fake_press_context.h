@@ -24,7 +24,7 @@ struct FakeContextOptions {
   int64_t budget = kNoBudget;
   std::vector<int32_t> prompt;
   int n_predict = 0;
-  uint64_t seed = 0;             // PressContext::seed
+  uint64_t seed = 0;              // PressContext::seed
   bool records_appended = false;  // run_appended is recorded; otherwise any call fails the test
 };
 

@@ -37,9 +37,9 @@ inline bool program_found(const std::string& name) {
 // In a test body: when `present` is false, ends the test as skipped with `what` as the reason
 // (anything that streams into a gtest message), or with CI=true as failed. It returns, so it
 // belongs in the TEST body itself.
-#define KVSLIM_REQUIRE(present, what)                                                     \
-  if (present) {                                                                          \
-  } else if (::kvslim::testing::in_ci())                                                  \
-    GTEST_FAIL() << what << " (CI=true: a missing prerequisite fails the test)";          \
-  else                                                                                    \
+#define KVSLIM_REQUIRE(present, what)                                            \
+  if (present) {                                                                 \
+  } else if (::kvslim::testing::in_ci())                                         \
+    GTEST_FAIL() << what << " (CI=true: a missing prerequisite fails the test)"; \
+  else                                                                           \
     GTEST_SKIP() << what

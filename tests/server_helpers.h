@@ -51,8 +51,10 @@ class ServerProcess {
     for (int i = 0; i < 300 && port_ == 0; ++i) {
       std::smatch m;
       const std::string log = read_file(log_path_);
-      if (std::regex_search(log, m, listening)) port_ = std::stoi(m[1]);
-      else std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      if (std::regex_search(log, m, listening))
+        port_ = std::stoi(m[1]);
+      else
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
     if (port_ == 0) ADD_FAILURE() << "the server did not start:\n" << read_file(log_path_);
     if (wait_ready) wait_healthy();

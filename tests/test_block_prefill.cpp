@@ -63,8 +63,8 @@ class Watch final : public ForwardingPress {
 
 struct Prefilled {
   int64_t largest_head = 0, largest_layer = 0, largest_total = 0;  // at the blocks' ends, before eviction
-  int64_t peak_tokens = 0;                      // the page pool's peak (pages of 1 token)
-  std::vector<std::vector<int64_t>> positions;  // [layer * kv heads + head] kept after prefill
+  int64_t peak_tokens = 0;                                         // the page pool's peak (pages of 1 token)
+  std::vector<std::vector<int64_t>> positions;                     // [layer * kv heads + head] kept after prefill
   std::vector<float> logits;
 };
 
@@ -76,7 +76,7 @@ const Model& head_dim_32_model() {
 }
 
 Prefilled prefill(const std::string& method, std::vector<std::string> options, const std::string& prefill_evict,
-            DType page_type = DType::F16, int threads = 2, const Model& model = tiny_model()) {
+                  DType page_type = DType::F16, int threads = 2, const Model& model = tiny_model()) {
   CompressionOptions compression;
   compression.press = method;
   compression.press_options = std::move(options);
@@ -114,9 +114,11 @@ struct Method {
 
 std::vector<Method> block_methods() {
   const std::string adapter = testing::random_adapter_path(tiny_model(), {8, 4, 16});
-  return {{"snapkv", {}},        {"pyramidkv", {}},     {"adakv", {}},          {"adakv:h2o", {}},
-          {"h2o", {}},           {"tova", {}},          {"knorm", {}},          {"streaming_llm", {}},
-          {"dapq", {}, 4 + 28},  {"lookaheadkv", {"adapter=" + adapter}, 8}};
+  return {{"snapkv", {}},       {"pyramidkv", {}},
+          {"adakv", {}},        {"adakv:h2o", {}},
+          {"h2o", {}},          {"tova", {}},
+          {"knorm", {}},        {"streaming_llm", {}},
+          {"dapq", {}, 4 + 28}, {"lookaheadkv", {"adapter=" + adapter}, 8}};
 }
 
 // Every method the registry says evicts block-wise through its option runs in the tests below.
@@ -124,7 +126,9 @@ TEST(BlockPrefill, EveryMethodWithTheOptionIsTested) {
   std::set<std::string> tested;
   for (const Method& m : block_methods()) tested.insert(m.name);
   for (const PressInfo& info : press_registry())
-    if (info.can.block_eviction == BlockEviction::Option) { EXPECT_TRUE(tested.count(info.name)) << info.name; }
+    if (info.can.block_eviction == BlockEviction::Option) {
+      EXPECT_TRUE(tested.count(info.name)) << info.name;
+    }
 }
 
 TEST(BlockPrefill, EveryMethodHoldsAtMostBudgetPlusBlockPerHead) {
@@ -140,14 +144,20 @@ TEST(BlockPrefill, EveryMethodHoldsAtMostBudgetPlusBlockPerHead) {
     // is on the layers together; AdaKV shares a layer's budget among its heads, so its bound is
     // on each layer; every other method bounds each head.
     const BudgetRule rule = PressSpec::parse(m.name).can().budget_rule;
-    if (rule == BudgetRule::PerHead) { EXPECT_LE(block.largest_head, kBudget + kBlock); }
-    if (rule != BudgetRule::PerModel) { EXPECT_LE(block.largest_layer, 2 * (kBudget + kBlock)); }
+    if (rule == BudgetRule::PerHead) {
+      EXPECT_LE(block.largest_head, kBudget + kBlock);
+    }
+    if (rule != BudgetRule::PerModel) {
+      EXPECT_LE(block.largest_layer, 2 * (kBudget + kBlock));
+    }
     EXPECT_LE(block.largest_total, heads * (kBudget + kBlock));
     EXPECT_GT(block.largest_total, heads * kBudget);  // it did run over the budget between evictions
     EXPECT_LE(block.peak_tokens, heads * (kBudget + kBlock + m.extra_rows));
     int64_t kept = 0;
     for (const auto& p : block.positions) {
-      if (rule == BudgetRule::PerHead) { EXPECT_LE(int64_t(p.size()), kBudget); }
+      if (rule == BudgetRule::PerHead) {
+        EXPECT_LE(int64_t(p.size()), kBudget);
+      }
       kept += int64_t(p.size());
       EXPECT_TRUE(std::is_sorted(p.begin(), p.end()));
     }

@@ -127,8 +127,14 @@ TEST(BpeTrainer, DecodeOfEncodeGivesBackAnyUtf8AndAnyBytes) {
   const TrainedVocab vocab = train({kMixedCorpus, kMixedCorpus, kMixedCorpus}, with_vocab(400));
   const Tokenizer tokenizer = load(vocab, "mixed.gguf");
   std::vector<std::string> cases = {
-      "", kMixedCorpus, "  leading and trailing  ", "\n\n\n", "Ünïcödé ≠ ASCII, 中文, عربى, 👍🏽",
-      std::string("nul \0 inside", 12), "\xFF\xFE invalid \xC3 UTF-8 \xE2\x82", "12 345 6789 0.5e-3",
+      "",
+      kMixedCorpus,
+      "  leading and trailing  ",
+      "\n\n\n",
+      "Ünïcödé ≠ ASCII, 中文, عربى, 👍🏽",
+      std::string("nul \0 inside", 12),
+      "\xFF\xFE invalid \xC3 UTF-8 \xE2\x82",
+      "12 345 6789 0.5e-3",
   };
   std::mt19937 rng(3);
   for (int n = 0; n < 20; ++n) {
@@ -265,8 +271,8 @@ TEST(LineChunks, CoverTheTextAndCutOnlyAtLineStarts) {
 TEST(LineChunks, EveryPreTokenizerSplitsChunksIntoTheWholeTextsPieces) {
   const std::string text =
       kMixedCorpus + kMixedCorpus + "a\n\n b\n\tc\r\nd's\n's\n  \n1\n2\n!\n?\n.\nx  \ny\n\u00A0z\n";
-  for (const char* name : {"default", "gpt-2", "llama-bpe", "qwen2", "deepseek-llm", "deepseek-coder", "falcon",
-                           "starcoder"}) {
+  for (const char* name :
+       {"default", "gpt-2", "llama-bpe", "qwen2", "deepseek-llm", "deepseek-coder", "falcon", "starcoder"}) {
     const tok::PreTokenizer pre = tok::PreTokenizer::for_name(name);
     std::vector<std::string> chunked;
     for (const std::string_view chunk : tok::line_chunks(text, 1)) {

@@ -40,7 +40,8 @@ const nlohmann::ordered_json kMessages = nlohmann::ordered_json::parse(R"([
   {"role": "assistant", "content": "Hello", "tool_calls": [{"function": {"name": "f", "arguments": {"b": 1, "a": [1.5, null, true]}}}]}
 ])");
 
-std::string render(const std::string& source, const nlohmann::ordered_json& messages = kMessages, bool generation_prompt = true) {
+std::string render(const std::string& source, const nlohmann::ordered_json& messages = kMessages,
+                   bool generation_prompt = true) {
   ChatTemplateOptions options;
   options.bos_token = "<s>";
   options.eos_token = "</s>";
@@ -110,7 +111,8 @@ TEST(ChatTemplate, LoopsAndScopes) {
        "1032TrueFalse3;2121FalseFalse3;3210FalseTrue3;"},
       {"{% for x in 'abc' %}{{ loop.previtem is defined and loop.previtem }}{{ x }}{% endfor %}", "Falseaabbc"},
       {"{% for x in [1, 2, 3] %}{{ loop.nextitem if loop.nextitem is defined else '.' }}{% endfor %}", "23."},
-      {"{% for x in range(10) %}{% if x == 2 %}{% continue %}{% endif %}{% if x == 5 %}{% break %}{% endif %}{{ x }}{% endfor %}",
+      {"{% for x in range(10) %}{% if x == 2 %}{% continue %}{% endif %}{% if x == 5 %}{% break %}{% endif %}{{ x }}{% "
+       "endfor %}",
        "0134"},
       {"{% for x in [] %}a{% else %}empty{% endfor %}", "empty"},
       // The loop filter runs before loop.length is known.
@@ -122,7 +124,8 @@ TEST(ChatTemplate, LoopsAndScopes) {
       {"{% set ns = namespace(n=0, s='') %}{% for i in range(5) %}{% set ns.n = ns.n + i %}{% set ns.s = ns.s ~ i %}"
        "{% endfor %}{{ ns.n }} {{ ns.s }}",
        "10 01234"},
-      {"{% set ns = namespace() %}{% set ns.i = 0 %}{% for m in messages %}{% set ns.i = ns.i + 1 %}{% endfor %}{{ ns.i }}",
+      {"{% set ns = namespace() %}{% set ns.i = 0 %}{% for m in messages %}{% set ns.i = ns.i + 1 %}{% endfor %}{{ "
+       "ns.i }}",
        "3"},
       // An if shares its frame with the template.
       {"{% if true %}{% set y = 'set' %}{% endif %}{{ y }}", "set"},
@@ -144,24 +147,30 @@ TEST(ChatTemplate, MacrosSetAndFilterBlocks) {
       {"{% set a, b = 1, 'two' %}{{ b }}{{ a }}", "two1"},
       {"{% filter upper %}hello {{ 'you' }}{% endfilter %}", "HELLO YOU"},
       // with: values from the enclosing scope, names local to the block.
-      {"{% set a = 0 %}{% with a = 1, b = a %}{{ a }}{{ b }}{% set c = 3 %}{% endwith %}{{ a }}{{ c is defined }}", "100False"},
+      {"{% set a = 0 %}{% with a = 1, b = a %}{{ a }}{{ b }}{% set c = 3 %}{% endwith %}{{ a }}{{ c is defined }}",
+       "100False"},
       // transformers' generation block (assistant masks) renders its body.
-      {"{% for m in messages %}{% generation %}[{{ m.role }}]{% endgeneration %}{% endfor %}", "[system][user][assistant]"},
+      {"{% for m in messages %}{% generation %}[{{ m.role }}]{% endgeneration %}{% endfor %}",
+       "[system][user][assistant]"},
   });
 }
 
 TEST(ChatTemplate, ExpressionsFollowPython) {
   expect_all({
-      {"{{ 1 + 2 }} {{ 7 // 2 }} {{ -7 // 2 }} {{ -7 % 3 }} {{ 7 % -3 }} {{ 7 / 2 }} {{ 4 / 2 }} {{ 2 ** 10 }}", "3 3 -4 2 -2 3.5 2.0 1024"},
+      {"{{ 1 + 2 }} {{ 7 // 2 }} {{ -7 // 2 }} {{ -7 % 3 }} {{ 7 % -3 }} {{ 7 / 2 }} {{ 4 / 2 }} {{ 2 ** 10 }}",
+       "3 3 -4 2 -2 3.5 2.0 1024"},
       {"{{ 0.1 + 0.2 }} {{ 1e16 }} {{ 1.5e16 }} {{ 1e15 }} {{ 1e-5 }} {{ 0.0001 }} {{ 3.0 }} {{ -0.0 }}",
        "0.30000000000000004 1e+16 1.5e+16 1000000000000000.0 1e-05 0.0001 3.0 -0.0"},
-      {"{{ none }} {{ true }} {{ False }} {{ [1, 'a', none, true, 1.0] }} {{ {'a': 1, 'b': [2]} }} {{ (1,) }} {{ (1, 'x') }}",
+      {"{{ none }} {{ true }} {{ False }} {{ [1, 'a', none, true, 1.0] }} {{ {'a': 1, 'b': [2]} }} {{ (1,) }} {{ (1, "
+       "'x') }}",
        "None True False [1, 'a', None, True, 1.0] {'a': 1, 'b': [2]} (1,) (1, 'x')"},
       {"{{ \"it's\" }} {{ [\"it's\", 'say \"hi\"'] }}", "it's [\"it's\", 'say \"hi\"']"},
       {"{{ 'a' if false }}|{{ 'a' if true else 'b' }}|{{ 1 if none else 2 if true else 3 }}", "|a|2"},
-      {"{{ 1 < 2 < 3 }} {{ 3 > 2 > 2 }} {{ 'a' in 'cat' }} {{ 'z' not in 'cat' }} {{ not 1 in [1] }} {{ 'a' in {'a': 1} }}",
+      {"{{ 1 < 2 < 3 }} {{ 3 > 2 > 2 }} {{ 'a' in 'cat' }} {{ 'z' not in 'cat' }} {{ not 1 in [1] }} {{ 'a' in {'a': "
+       "1} }}",
        "True False True True False True"},
-      {"{{ 1 == 1.0 }} {{ true == 1 }} {{ [1, 2] == [1, 2] }} {{ 'a' ~ 1 ~ none }} {{ 0 or '' or 'x' }} {{ 1 and 2 }} {{ none and 1 }}",
+      {"{{ 1 == 1.0 }} {{ true == 1 }} {{ [1, 2] == [1, 2] }} {{ 'a' ~ 1 ~ none }} {{ 0 or '' or 'x' }} {{ 1 and 2 }} "
+       "{{ none and 1 }}",
        "True True True a1None x 2 None"},
       {"{{ 'abc' * 2 }} {{ [1] * 3 }} {{ [1] + [2] }} {{ -2 ** 2 }} {{ '%s=%d' % ('a', 3) }} {{ '%05.1f%%' % 2.25 }}",
        "abcabc [1, 1, 1] [1, 2] 4 a=3 002.2%"},
@@ -176,18 +185,23 @@ TEST(ChatTemplate, IndexingSlicingAndAttributes) {
       {"{{ messages[0].role }} {{ messages[-1]['role'] }} {{ messages[1:]|length }} {{ messages[::-1][0].role }}",
        "system assistant 2 assistant"},
       // Strings index and slice by character, not byte.
-      {"{{ 'hello'[1:3] }} {{ 'hello'[::-1] }} {{ 'héllo'[1] }} {{ 'héllo'|length }} {{ 'héllo'[:-1] }}", "el olleh é 5 héll"},
-      {"{{ [1, 2, 3, 4, 5][1:-1:2] }} {{ [1, 2, 3][5] is defined }} {{ messages[2].tool_calls[0].function.arguments.a[0] }}",
+      {"{{ 'hello'[1:3] }} {{ 'hello'[::-1] }} {{ 'héllo'[1] }} {{ 'héllo'|length }} {{ 'héllo'[:-1] }}",
+       "el olleh é 5 héll"},
+      {"{{ [1, 2, 3, 4, 5][1:-1:2] }} {{ [1, 2, 3][5] is defined }} {{ "
+       "messages[2].tool_calls[0].function.arguments.a[0] }}",
        "[2, 4] False 1.5"},
       // Missing keys are undefined (printing nothing), not errors.
-      {"[{{ messages[0].nothing }}] {{ messages[0].nothing is defined }} {{ messages[7] is defined }}", "[] False False"},
-      {"{% set d = {'k': 'v'} %}{{ d.k }} {{ d['k'] }} {{ d.get('k') }} {{ d.get('x') }} {{ d.get('x', 2) }}", "v v v None 2"},
+      {"[{{ messages[0].nothing }}] {{ messages[0].nothing is defined }} {{ messages[7] is defined }}",
+       "[] False False"},
+      {"{% set d = {'k': 'v'} %}{{ d.k }} {{ d['k'] }} {{ d.get('k') }} {{ d.get('x') }} {{ d.get('x', 2) }}",
+       "v v v None 2"},
   });
 }
 
 TEST(ChatTemplate, Filters) {
   expect_all({
-      {"{{ '  pad  '|trim }}|{{ 'xxhixx'|trim('x') }}|{{ 'Hello'|upper }}|{{ 'Hello'|lower }}|{{ 'hello world'|capitalize }}|"
+      {"{{ '  pad  '|trim }}|{{ 'xxhixx'|trim('x') }}|{{ 'Hello'|upper }}|{{ 'Hello'|lower }}|{{ 'hello "
+       "world'|capitalize }}|"
        "{{ 'hello wORLD'|title }}",
        "pad|hi|HELLO|hello|Hello world|Hello World"},
       {"{{ 'ß'|upper }} {{ 'ÀÉ'|lower }}", "SS àé"},
@@ -198,19 +212,25 @@ TEST(ChatTemplate, Filters) {
        "{{ none|default('x') }} {{ ''|default('y', true) }} {{ ''|d('z', boolean=true) }}",
        "a+b+c a, b 12 d None y z"},
       {"{{ [3, 1, 2]|first }} {{ [3, 1, 2]|last }} {{ 'abc'|first }} {{ [3, 1, 2]|sort }} {{ ['b', 'A', 'c']|sort }} "
-       "{{ [3, 1, 2]|sort(reverse=true) }} {{ [1, 2, 2, 'a', 'A']|unique|list }} {{ [1, 2, 3]|reverse|list }} {{ 'abc'|reverse }}",
+       "{{ [3, 1, 2]|sort(reverse=true) }} {{ [1, 2, 2, 'a', 'A']|unique|list }} {{ [1, 2, 3]|reverse|list }} {{ "
+       "'abc'|reverse }}",
        "3 2 a [1, 2, 3] ['A', 'b', 'c'] [3, 2, 1] [1, 2, 'a'] [3, 2, 1] cba"},
       {"{{ messages|selectattr('role', 'equalto', 'user')|list|length }} "
        "{{ messages|rejectattr('role', 'equalto', 'user')|map(attribute='role')|join(',') }} "
        "{{ messages|selectattr('tool_calls', 'defined')|list|length }} {{ [0, 1, '', 'x', none]|select|list }} "
-       "{{ [1, 2, 3, 4]|reject('odd')|list }} {{ ['a', 'B']|map('upper')|list }} {{ [{'a': 1}, {}]|map(attribute='a', default=0)|list }}",
+       "{{ [1, 2, 3, 4]|reject('odd')|list }} {{ ['a', 'B']|map('upper')|list }} {{ [{'a': 1}, {}]|map(attribute='a', "
+       "default=0)|list }}",
        "1 system,assistant 1 [1, 'x'] [2, 4] ['A', 'B'] [1, 0]"},
-      {"{{ {'b': 1, 'a': 2}|items|list }} {{ {'b': 1, 'a': 2}|dictsort }} {{ messages|length }} {{ ''|length }} {{ nothing|length }}",
+      {"{{ {'b': 1, 'a': 2}|items|list }} {{ {'b': 1, 'a': 2}|dictsort }} {{ messages|length }} {{ ''|length }} {{ "
+       "nothing|length }}",
        "[('b', 1), ('a', 2)] [('a', 2), ('b', 1)] 3 0 0"},
-      {"{{ 'x'|int }} {{ '42'|int }} {{ '4.7'|int }} {{ 3.9|int }} {{ '3.5'|float }} {{ -3|abs }} {{ 2.5|round }} {{ 3.5|round }} "
-       "{{ 7|round }} {{ 1.23|round(1, 'ceil') }} {{ 5|string }} {{ [1, 2]|sum }} {{ [1, 3, 2]|max }} {{ ['b', 'A']|min }}",
+      {"{{ 'x'|int }} {{ '42'|int }} {{ '4.7'|int }} {{ 3.9|int }} {{ '3.5'|float }} {{ -3|abs }} {{ 2.5|round }} {{ "
+       "3.5|round }} "
+       "{{ 7|round }} {{ 1.23|round(1, 'ceil') }} {{ 5|string }} {{ [1, 2]|sum }} {{ [1, 3, 2]|max }} {{ ['b', "
+       "'A']|min }}",
        "0 42 4 3 3.5 3 2.0 4.0 7 1.3 5 3 3 A"},
-      {"{{ 'abc'|indent(2) }}|{{ 'a\\nb\\n\\nc'|indent(2) }}|{{ 'a\\nb'|indent(2, true) }}", "abc|a\n  b\n\n  c|  a\n  b"},
+      {"{{ 'abc'|indent(2) }}|{{ 'a\\nb\\n\\nc'|indent(2) }}|{{ 'a\\nb'|indent(2, true) }}",
+       "abc|a\n  b\n\n  c|  a\n  b"},
       {"{{ '%s and %s'|format('a', 1) }} {{ '<a & \"b\">'|escape }} {{ 'x'|safe }} {{ [1, 2]|list|string }}",
        "a and 1 &lt;a &amp; &#34;b&#34;&gt; x [1, 2]"},
   });
@@ -221,11 +241,13 @@ TEST(ChatTemplate, TojsonIsPythonJsonDumps) {
       // Key order kept, ", " and ": " separators, non-ASCII unescaped, control characters escaped.
       {"{{ messages[2].tool_calls[0].function.arguments|tojson }}", "{\"b\": 1, \"a\": [1.5, null, true]}"},
       {"{{ messages[1]|tojson }}", "{\"role\": \"user\", \"content\": \"Hi \\\"you\\\" é\"}"},
-      {"{{ 'a\\u0001\\t\\n/'|tojson }} {{ 1.0|tojson }} {{ none|tojson }} {{ []|tojson(indent=2) }}", "\"a\\u0001\\t\\n/\" 1.0 null []"},
+      {"{{ 'a\\u0001\\t\\n/'|tojson }} {{ 1.0|tojson }} {{ none|tojson }} {{ []|tojson(indent=2) }}",
+       "\"a\\u0001\\t\\n/\" 1.0 null []"},
       {"{{ {'a': [1, {'b': none}], 'c': {}}|tojson(indent=2) }}",
        "{\n  \"a\": [\n    1,\n    {\n      \"b\": null\n    }\n  ],\n  \"c\": {}\n}"},
       // The other json.dumps options the Hugging Face filter passes on.
-      {"{{ 'é😀'|tojson(ensure_ascii=true) }} {{ {'b': 1, 'a': 2}|tojson(sort_keys=true) }} {{ {'a': [1, 2]}|tojson(separators=(',', ':')) }}",
+      {"{{ 'é😀'|tojson(ensure_ascii=true) }} {{ {'b': 1, 'a': 2}|tojson(sort_keys=true) }} {{ {'a': [1, "
+       "2]}|tojson(separators=(',', ':')) }}",
        "\"\\u00e9\\ud83d\\ude00\" {\"a\": 2, \"b\": 1} {\"a\":[1,2]}"},
   });
 }
@@ -235,7 +257,8 @@ TEST(ChatTemplate, MethodsOfStringsAndDicts) {
       {"{{ 'a,b,,c'.split(',') }} {{ '  a  b '.split() }} {{ 'a b c'.split(' ', 1) }} {{ 'a b c'.rsplit(' ', 1) }} "
        "{{ 'x\\ny\\r\\nz'.splitlines() }}",
        "['a', 'b', '', 'c'] ['a', 'b'] ['a', 'b c'] ['a b', 'c'] ['x', 'y', 'z']"},
-      {"{{ '  s  '.strip() }}|{{ '  s  '.lstrip() }}|{{ '  s  '.rstrip() }}|{{ '\\n\\nx\\n'.strip('\\n') }}|", "s|s  |  s|x|"},
+      {"{{ '  s  '.strip() }}|{{ '  s  '.lstrip() }}|{{ '  s  '.rstrip() }}|{{ '\\n\\nx\\n'.strip('\\n') }}|",
+       "s|s  |  s|x|"},
       {"{{ 'abc'.startswith('ab') }} {{ 'abc'.endswith(('x', 'c')) }} {{ 'abcabc'.find('c') }} {{ 'abc'.find('z') }} "
        "{{ 'a-b'.replace('-', '') }} {{ 'Hi {} {x}'.format(1, x=2) }} {{ 'AbC'.upper() }}{{ 'AbC'.lower() }}",
        "True True 2 -1 ab Hi 1 2 ABCabc"},
@@ -249,14 +272,18 @@ TEST(ChatTemplate, MethodsOfStringsAndDicts) {
 
 TEST(ChatTemplate, Tests) {
   expect_all({
-      {"{{ x is defined }} {{ messages is defined }} {{ x is undefined }} {{ none is none }} {{ 1 is number }} {{ true is number }} "
+      {"{{ x is defined }} {{ messages is defined }} {{ x is undefined }} {{ none is none }} {{ 1 is number }} {{ true "
+       "is number }} "
        "{{ true is integer }} {{ 1 is integer }} {{ 1.0 is float }} {{ true is boolean }}",
        "False True True True True True False True True True"},
-      {"{{ 'a' is string }} {{ {} is mapping }} {{ [] is mapping }} {{ [] is iterable }} {{ 'a' is iterable }} {{ {} is sequence }} "
+      {"{{ 'a' is string }} {{ {} is mapping }} {{ [] is mapping }} {{ [] is iterable }} {{ 'a' is iterable }} {{ {} "
+       "is sequence }} "
        "{{ 'a' is sequence }} {{ 3 is sequence }} {{ x is iterable }}",
        "True True False True True True True False True"},
-      {"{{ 3 is odd }} {{ 4 is even }} {{ 9 is divisibleby 3 }} {{ 'a' is equalto 'a' }} {{ 1 is eq 2 }} {{ false is sameas false }} "
-       "{{ 0 is sameas false }} {{ 1 is in [1, 2] }} {{ true is true }} {{ 0 is false }} {{ 'abc' is lower }} {{ 'A' is upper }}",
+      {"{{ 3 is odd }} {{ 4 is even }} {{ 9 is divisibleby 3 }} {{ 'a' is equalto 'a' }} {{ 1 is eq 2 }} {{ false is "
+       "sameas false }} "
+       "{{ 0 is sameas false }} {{ 1 is in [1, 2] }} {{ true is true }} {{ 0 is false }} {{ 'abc' is lower }} {{ 'A' "
+       "is upper }}",
        "True True True True False True False True True False True True"},
       {"{{ 'x' is not none }} {{ not x is defined }} {{ messages[0].content is not string }}", "True True False"},
   });
@@ -266,27 +293,33 @@ TEST(ChatTemplate, GlobalsAndVariables) {
   expect_all({
       {"{{ bos_token }}|{{ eos_token }}|{{ add_generation_prompt }}", "<s>|</s>|True"},
       {"{{ strftime_now('%d %b %Y') }} {{ strftime_now('%Y-%m-%d %H:%M') }}", "15 Jan 2026 2026-01-15 09:30"},
-      {"{{ dict(a=1, b=2) }} {{ range(3)|list }} {{ range(1, 10, 3)|list }} {{ range(3, 0, -1)|list }} {{ namespace(a=1).a }}",
+      {"{{ dict(a=1, b=2) }} {{ range(3)|list }} {{ range(1, 10, 3)|list }} {{ range(3, 0, -1)|list }} {{ "
+       "namespace(a=1).a }}",
        "{'a': 1, 'b': 2} [0, 1, 2] [1, 4, 7] [3, 2, 1] 1"},
       {"{{ tools is defined }} {{ enable_thinking is defined }}", "False False"},
   });
   ChatTemplateOptions options;
   options.variables = {{"tools", nlohmann::ordered_json::array({{{"name", "f"}}})}, {"enable_thinking", false}};
-  EXPECT_EQ(ChatTemplate::parse("{{ tools[0].name }} {{ enable_thinking }}", "t").render(kMessages, options), "f False");
+  EXPECT_EQ(ChatTemplate::parse("{{ tools[0].name }} {{ enable_thinking }}", "t").render(kMessages, options),
+            "f False");
 }
 
 TEST(ChatTemplate, RendersPlainMessagesAndUnorderedJson) {
   const ChatTemplate t = ChatTemplate::parse(
-      "{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}{% if add_generation_prompt %}<assistant>{% endif %}", "t");
+      "{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}{% if add_generation_prompt %}<assistant>{% "
+      "endif %}",
+      "t");
   ChatTemplateOptions options;
-  EXPECT_EQ(t.render(std::vector<ChatMessage>{{"user", "a"}, {"assistant", "b"}}, options), "<user>a<assistant>b<assistant>");
+  EXPECT_EQ(t.render(std::vector<ChatMessage>{{"user", "a"}, {"assistant", "b"}}, options),
+            "<user>a<assistant>b<assistant>");
   options.add_generation_prompt = false;
   EXPECT_EQ(t.render(nlohmann::json::parse(R"([{"role": "user", "content": "x"}])"), options), "<user>x");
 }
 
 TEST(ChatTemplate, RendersOnSeveralThreadsAtOnce) {
   const ChatTemplate t = ChatTemplate::parse(
-      "{% set ns = namespace(n=0) %}{% for m in messages %}{% set ns.n = ns.n + 1 %}<{{ m.role }}:{{ m.content|upper }}>{% endfor %}{{ ns.n }}",
+      "{% set ns = namespace(n=0) %}{% for m in messages %}{% set ns.n = ns.n + 1 %}<{{ m.role }}:{{ m.content|upper "
+      "}}>{% endfor %}{{ ns.n }}",
       "t");
   const std::string expected = "<system:BE BRIEF.><user:HI \"YOU\" É><assistant:HELLO>3";
   std::vector<std::thread> threads;
@@ -373,7 +406,8 @@ std::string vocab_with_template(const std::string& name, const std::string* chat
 }
 
 TEST(ChatTemplate, SourcesAndDefaultTokens) {
-  const std::string source = "{{ bos_token }}{% for m in messages %}[{{ m.role }}]{{ m.content }}{% endfor %}{{ eos_token }}";
+  const std::string source =
+      "{{ bos_token }}{% for m in messages %}[{{ m.role }}]{{ m.content }}{% endfor %}{{ eos_token }}";
   const gguf::File with = gguf::File::open(vocab_with_template("with-template.gguf", &source));
   const ChatTemplate t = ChatTemplate::for_file(with);
   EXPECT_EQ(t.origin(), "GGUF tokenizer.chat_template");
@@ -392,7 +426,8 @@ TEST(ChatTemplate, SourcesAndDefaultTokens) {
   }
   const std::string file = testing::temp_path("override.jinja");
   { std::ofstream(file) << "override {{ messages|length }}\n"; }
-  EXPECT_EQ(ChatTemplate::for_file(without, file).render(std::vector<ChatMessage>{{"user", "x"}}, options), "override 1");
+  EXPECT_EQ(ChatTemplate::for_file(without, file).render(std::vector<ChatMessage>{{"user", "x"}}, options),
+            "override 1");
   EXPECT_THROW(ChatTemplate::for_file(without, file + ".missing"), Error);
 }
 
@@ -426,7 +461,8 @@ TEST(ChatTemplate, MessagesAreChecked) {
   EXPECT_NE(error("[{\"role\": ").find("m.json: not valid JSON"), std::string::npos);
   EXPECT_NE(error("{}").find("expected a JSON array"), std::string::npos);
   EXPECT_NE(error("[1]").find("message 1 is a number"), std::string::npos);
-  EXPECT_NE(error(R"([{"role": "user", "content": "a"}, {"content": "b"}])").find("message 2 has no \"role\""), std::string::npos);
+  EXPECT_NE(error(R"([{"role": "user", "content": "a"}, {"content": "b"}])").find("message 2 has no \"role\""),
+            std::string::npos);
   EXPECT_NE(error(R"([{"role": 3, "content": "b"}])").find("\"role\" that is not a string"), std::string::npos);
   EXPECT_NE(error(R"([{"role": "user", "content": 3}])").find("\"content\""), std::string::npos);
 }

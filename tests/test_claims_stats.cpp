@@ -81,9 +81,9 @@ SampleRecord rec(const std::string& method, int64_t budget, uint64_t seed, doubl
 
 TEST(ClaimsStats, RecordsPairBySampleAtOneBudget) {
   const std::vector<SampleRecord> records = {
-      rec("keydiff", 32, 0, 1), rec("snapkv", 32, 0, 0),  rec("keydiff", 32, 1, 1), rec("snapkv", 32, 1, 0.5),
-      rec("keydiff", 32, 2, 1),                            // no snapkv partner: left out
-      rec("snapkv", 64, 0, 1),                             // another budget
+      rec("keydiff", 32, 0, 1),  rec("snapkv", 32, 0, 0),  rec("keydiff", 32, 1, 1),
+      rec("snapkv", 32, 1, 0.5), rec("keydiff", 32, 2, 1),  // no snapkv partner: left out
+      rec("snapkv", 64, 0, 1),                              // another budget
   };
   EXPECT_EQ(paired_differences(records, "keydiff", "snapkv", 32, "score"), (std::vector<double>{1.0, 0.5}));
   EXPECT_TRUE(paired_differences(records, "keydiff", "snapkv", 64, "score").empty());
@@ -141,8 +141,9 @@ SampleRecord turn(const std::string& method, uint64_t seed, int n, double score,
 
 TEST(ClaimsStats, MultiTurnSamplesAreFoldedIntoTheirLaterTurnsMean) {
   const std::vector<SampleRecord> records = {
-      turn("rocketkv:mt=true", 0, 1, 1, 10), turn("rocketkv:mt=true", 0, 2, 1, 20), turn("rocketkv:mt=true", 0, 3, 0, 30),
-      turn("rocketkv:mt=true", 0, 4, 1, 25), turn("rocketkv:mt=true", 1, 2, 0, 5),  turn("snapkv", 0, 2, 0, 1),
+      turn("rocketkv:mt=true", 0, 1, 1, 10), turn("rocketkv:mt=true", 0, 2, 1, 20),
+      turn("rocketkv:mt=true", 0, 3, 0, 30), turn("rocketkv:mt=true", 0, 4, 1, 25),
+      turn("rocketkv:mt=true", 1, 2, 0, 5),  turn("snapkv", 0, 2, 0, 1),
   };
   const std::vector<SampleRecord> folded = mean_over_turns(records, 2);
   ASSERT_EQ(folded.size(), 3u);

@@ -58,7 +58,8 @@ TEST(Cli, InfoJsonDescribesTheModel) {
 }
 
 TEST(Cli, BenchJsonReportsMedians) {
-  const CommandResult r = run("bench -m " + tiny_model() + " --prompt-lengths 16,32 --context-lengths 16 --reps 3 --json");
+  const CommandResult r =
+      run("bench -m " + tiny_model() + " --prompt-lengths 16,32 --context-lengths 16 --reps 3 --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
   ASSERT_EQ(j["prefill"].size(), 2u);
@@ -119,7 +120,8 @@ TEST(Cli, PressesListsEveryMethodWithOptions) {
 
 TEST(Cli, InspectWritesKeptPositionsPerLayerAndHead) {
   const std::string out = testing::temp_path("kept.json");
-  const CommandResult r = run("inspect -m " + tiny_model() + " -p 'the cat the cat the cat the cat' --press knorm --budget 5 --scores -o " + out);
+  const CommandResult r = run("inspect -m " + tiny_model() +
+                              " -p 'the cat the cat the cat the cat' --press knorm --budget 5 --scores -o " + out);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   std::ifstream in(out);
   const auto j = nlohmann::json::parse(in);
@@ -151,7 +153,8 @@ TEST(Cli, InitAdapterWritesAnAdapterGenerateUses) {
   const std::string adapter = testing::temp_path("cli-adapter.gguf");
   const CommandResult init = run("init-adapter -m " + tiny_model() + " -o " + adapter + " --lookahead 8 --rank 4");
   ASSERT_EQ(init.exit_code, 0) << init.err;
-  const std::string gen = "generate -m " + tiny_model() + " -p 'the cat sat on the mat and the dog sat on the log' -n 3 "
+  const std::string gen = "generate -m " + tiny_model() +
+                          " -p 'the cat sat on the mat and the dog sat on the log' -n 3 "
                           "--temp 0 --json --press lookaheadkv --budget 8";
   const CommandResult r = run(gen + " --press-opt adapter=" + adapter);
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -159,8 +162,10 @@ TEST(Cli, InitAdapterWritesAnAdapterGenerateUses) {
   expect_clean_error(run(gen), "lookahead.gguf does not exist");  // none beside the model either
   testing::TinyModel other;
   other.seed = 99;
-  expect_clean_error(run("generate -m " + testing::make_model(other) + " -p 'the cat sat' -n 1 --press lookaheadkv "
-                         "--budget 2 --press-opt adapter=" + adapter),
+  expect_clean_error(run("generate -m " + testing::make_model(other) +
+                         " -p 'the cat sat' -n 1 --press lookaheadkv "
+                         "--budget 2 --press-opt adapter=" +
+                         adapter),
                      "fingerprint");
   expect_clean_error(run("init-adapter -m " + tiny_model() + " -o " + adapter + " --rank 0"), "--rank");
 }
@@ -174,8 +179,10 @@ TEST(Cli, TrainLookaheadWritesAnAdapterAndReportsHeldOutQuality) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.err.find("held-out KL"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("SnapKV"), std::string::npos) << r.err;
-  const CommandResult gen = run("generate -m " + tiny_model() + " -p 'the cat sat on the mat' -n 2 --temp 0 --json "
-                                "--press lookaheadkv --budget 4 --press-opt adapter=" + adapter);
+  const CommandResult gen = run("generate -m " + tiny_model() +
+                                " -p 'the cat sat on the mat' -n 2 --temp 0 --json "
+                                "--press lookaheadkv --budget 4 --press-opt adapter=" +
+                                adapter);
   EXPECT_EQ(gen.exit_code, 0) << gen.err;
   expect_clean_error(run(args + " --steps 0"), "--steps");
 }
@@ -251,9 +258,10 @@ namespace {
 TEST(Cli, TrainModelWritesALoadableModelAndAJsonLog) {
   const std::string out = testing::temp_path("cli-trained.gguf"), log = testing::temp_path("cli-train-log.jsonl");
   std::filesystem::remove(log);
-  const CommandResult r = run("train-model --layers 1 --dim 32 --heads 2 --kv-heads 1 --ffn 64 --ctx 320 --steps 3 "
-                              "--warmup 1 --batch-tokens 300 --tasks passkey --curriculum 256 --threads 2 -o " +
-                              out + " --log " + log);
+  const CommandResult r =
+      run("train-model --layers 1 --dim 32 --heads 2 --kv-heads 1 --ffn 64 --ctx 320 --steps 3 "
+          "--warmup 1 --batch-tokens 300 --tasks passkey --curriculum 256 --threads 2 -o " +
+          out + " --log " + log);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.err.find("step 3/3"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("tok/s"), std::string::npos) << r.err;

@@ -49,10 +49,12 @@ std::string vocab_with_template() {
 
 TEST(CliApplyTemplate, TemplateFilePrintsTheRenderingExactly) {
   const std::string t = write_file("t.jinja", kTemplate);
-  const CommandResult r = run("apply-template --template " + t + " --messages " + conversation() + " --bos-token B --eos-token E");
+  const CommandResult r =
+      run("apply-template --template " + t + " --messages " + conversation() + " --bos-token B --eos-token E");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, "B<user>Hi éE\n<assistant>YoE\n<assistant>");
-  const CommandResult n = run("apply-template --chat-template " + t + " --messages " + conversation() + " --no-generation-prompt");
+  const CommandResult n =
+      run("apply-template --chat-template " + t + " --messages " + conversation() + " --no-generation-prompt");
   ASSERT_EQ(n.exit_code, 0) << n.err;
   EXPECT_EQ(n.out, "<user>Hi é\n<assistant>Yo\n");  // no tokens given, no model: empty
 }
@@ -61,23 +63,26 @@ TEST(CliApplyTemplate, ModelGivesTemplateAndTokens) {
   const CommandResult r = run("apply-template -m " + vocab_with_template() + " --messages " + conversation());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, "<s><user>Hi é</s>\n<assistant>Yo</s>\n<assistant>");
-  const CommandResult o = run("apply-template -m " + vocab_with_template() + " --messages " + conversation() + " --eos-token '|'");
+  const CommandResult o =
+      run("apply-template -m " + vocab_with_template() + " --messages " + conversation() + " --eos-token '|'");
   ASSERT_EQ(o.exit_code, 0) << o.err;
   EXPECT_EQ(o.out, "<s><user>Hi é|\n<assistant>Yo|\n<assistant>");
   // --template overrides the model's template and keeps its tokens.
   const std::string t = write_file("count.jinja", "{{ bos_token }}{{ messages|length }}");
-  const CommandResult c = run("apply-template -m " + vocab_with_template() + " --template " + t + " --messages " + conversation());
+  const CommandResult c =
+      run("apply-template -m " + vocab_with_template() + " --template " + t + " --messages " + conversation());
   ASSERT_EQ(c.exit_code, 0) << c.err;
   EXPECT_EQ(c.out, "<s>2");
 }
 
 TEST(CliApplyTemplate, ExtraVariables) {
   const std::string t = write_file("vars.jinja", "{{ tools|length }} {{ tools[0].name }} {{ enable_thinking }}");
-  const CommandResult r =
-      run("apply-template --template " + t + " --messages " + conversation() + R"( --vars '{"tools": [{"name": "f"}], "enable_thinking": false}')");
+  const CommandResult r = run("apply-template --template " + t + " --messages " + conversation() +
+                              R"( --vars '{"tools": [{"name": "f"}], "enable_thinking": false}')");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, "1 f False");
-  expect_clean_error(run("apply-template --template " + t + " --messages " + conversation() + " --vars '[1]'"), "--vars");
+  expect_clean_error(run("apply-template --template " + t + " --messages " + conversation() + " --vars '[1]'"),
+                     "--vars");
   expect_clean_error(run("apply-template --template " + t + " --messages " + conversation() + " --vars '{'"), "--vars");
 }
 
@@ -92,7 +97,8 @@ TEST(CliApplyTemplate, SharedVocabOnlyFileWithATemplate) {
   // Of ../shared/tokenizer-vectors, the Phi-3 vocabulary carries tokenizer.chat_template.
   const std::string phi3 = (testing::shared_dir() / "tokenizer-vectors/ggml-vocab-phi-3.gguf").string();
   const std::string deepseek = (testing::shared_dir() / "tokenizer-vectors/ggml-vocab-deepseek-llm.gguf").string();
-  KVSLIM_REQUIRE(std::filesystem::exists(phi3) && std::filesystem::exists(deepseek), "no " << phi3 << " or " << deepseek);
+  KVSLIM_REQUIRE(std::filesystem::exists(phi3) && std::filesystem::exists(deepseek),
+                 "no " << phi3 << " or " << deepseek);
   const CommandResult r = run("apply-template -m " + phi3 + " --messages " + conversation());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, "<s><|user|>\nHi é<|end|>\n<|assistant|>\nYo<|end|>\n");
@@ -107,16 +113,22 @@ TEST(CliApplyTemplate, BadInputGivesOneLine) {
   const std::string t = write_file("t3.jinja", kTemplate);
   expect_clean_error(run("apply-template --template " + t + " --messages " + write_file("bad.json", "[{\"role\": ")),
                      "not valid JSON");
-  expect_clean_error(run("apply-template --template " + t + " --messages " + write_file("norole.json", R"([{"content": "x"}])")),
-                     "message 1 has no \"role\"");
-  expect_clean_error(run("apply-template --template " + t + " --messages " + write_file("tool.json", R"([{"role": "tool", "content": "x"}])")),
+  expect_clean_error(
+      run("apply-template --template " + t + " --messages " + write_file("norole.json", R"([{"content": "x"}])")),
+      "message 1 has no \"role\"");
+  expect_clean_error(run("apply-template --template " + t + " --messages " +
+                         write_file("tool.json", R"([{"role": "tool", "content": "x"}])")),
                      "line 2: unknown role tool");
-  expect_clean_error(run("apply-template --template " + write_file("syntax.jinja", "ok\n{% for x in %}") + " --messages " + conversation()),
+  expect_clean_error(run("apply-template --template " + write_file("syntax.jinja", "ok\n{% for x in %}") +
+                         " --messages " + conversation()),
                      "syntax.jinja line 2: syntax error");
-  expect_clean_error(run("apply-template -m " + testing::tiny_vocab() + " --messages " + conversation()), "--chat-template");
+  expect_clean_error(run("apply-template -m " + testing::tiny_vocab() + " --messages " + conversation()),
+                     "--chat-template");
   expect_clean_error(run("apply-template --messages " + conversation()), "-m MODEL or a template with --template");
-  expect_clean_error(run("apply-template --template " + t + " --messages " + temp_path("missing.json")), "missing.json");
-  expect_clean_error(run("apply-template --template " + temp_path("missing.jinja") + " --messages " + conversation()), "missing.jinja");
+  expect_clean_error(run("apply-template --template " + t + " --messages " + temp_path("missing.json")),
+                     "missing.json");
+  expect_clean_error(run("apply-template --template " + temp_path("missing.jinja") + " --messages " + conversation()),
+                     "missing.jinja");
 }
 
 }  // namespace

@@ -38,9 +38,8 @@ TEST(CliChat, AModelWithoutATemplateIsRefusedNamingTheOption) {
 TEST(CliChat, ScriptedThroughAPipe) {
   const std::string kv = temp_path("chat-pipe.kv");
   const std::string script = temp_path("chat-script.txt");
-  std::ofstream(script) << "hello there\n/stats\nsecond question\n/stats\n/save " << kv
-                        << "\n/reset\n/stats\n/load " << kv << "\n/stats\nthird\n/stats\n/bogus\n/load " << script
-                        << "\n/stats\n/exit\nnot read\n";
+  std::ofstream(script) << "hello there\n/stats\nsecond question\n/stats\n/save " << kv << "\n/reset\n/stats\n/load "
+                        << kv << "\n/stats\nthird\n/stats\n/bogus\n/load " << script << "\n/stats\n/exit\nnot read\n";
   const CommandResult r = run("chat -m " + model() + " --chat-template " + chat_template() +
                               " -n 6 --temp 0 --press snapkv --budget 16 --press-opt window=4 < " + script);
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -50,11 +49,11 @@ TEST(CliChat, ScriptedThroughAPipe) {
     stats.push_back(*it);
   ASSERT_EQ(stats.size(), 6u) << r.out;
   EXPECT_EQ(stats[0][1], "1");
-  EXPECT_EQ(stats[0][3], "0");                  // nothing cached before the first turn
+  EXPECT_EQ(stats[0][3], "0");  // nothing cached before the first turn
   EXPECT_EQ(stats[1][1], "2");
-  EXPECT_GT(std::stoi(stats[1][3]), 10);        // the first turn's tokens are reused
-  EXPECT_EQ(stats[2][1], "0");                  // after /reset
-  EXPECT_EQ(stats[3][1], "2");                  // after /load: the saved session
+  EXPECT_GT(std::stoi(stats[1][3]), 10);  // the first turn's tokens are reused
+  EXPECT_EQ(stats[2][1], "0");            // after /reset
+  EXPECT_EQ(stats[3][1], "2");            // after /load: the saved session
   EXPECT_EQ(stats[4][1], "3");
   EXPECT_GT(std::stoi(stats[4][3]), std::stoi(stats[1][3]));
   EXPECT_EQ(stats[5].str(), stats[4].str());  // a failed /load (not a KV file) changed nothing
@@ -116,7 +115,8 @@ TEST(CliChat, DrivenThroughAPseudoTerminal) {
   ASSERT_TRUE(read_until(fd, seen, "[saved")) << seen;
   send("/exit\r");
   int status = 0;
-  for (int i = 0; i < 600 && waitpid(pid, &status, WNOHANG) == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  for (int i = 0; i < 600 && waitpid(pid, &status, WNOHANG) == 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
   close(fd);
   ASSERT_TRUE(WIFEXITED(status)) << seen;
   EXPECT_EQ(WEXITSTATUS(status), 0) << seen;
@@ -167,7 +167,8 @@ TEST(CliChat, CtrlCStopsTheAnswerNotTheProgram) {
   ASSERT_TRUE(read_until(fd, seen, "(interrupted)")) << seen.substr(seen.size() > 400 ? seen.size() - 400 : 0);
   send("/exit\r");
   int status = 0;
-  for (int i = 0; i < 600 && waitpid(pid, &status, WNOHANG) == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  for (int i = 0; i < 600 && waitpid(pid, &status, WNOHANG) == 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
   close(fd);
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 0);

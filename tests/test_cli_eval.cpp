@@ -52,7 +52,8 @@ std::vector<std::string> without_timings(const std::string& csv_path) {
 std::string sweep_args(const std::string& out) {
   return "eval -m " + tiny_model() +
          " --methods full,knorm,streaming_llm --budgets 16,64 --tasks passkey --lengths 256 --samples 2 --seed 3"
-         " --metrics score,recall,kl --response-tokens 4 --threads 2 --out " + out;
+         " --metrics score,recall,kl --response-tokens 4 --threads 2 --out " +
+         out;
 }
 
 TEST(CliEval, WritesSamplesAndTheSummaryAndResumes) {
@@ -63,7 +64,9 @@ TEST(CliEval, WritesSamplesAndTheSummaryAndResumes) {
   EXPECT_EQ(samples.size(), 10u);  // 2 samples x (full + 2 methods x 2 budgets)
   const auto summary = lines_of(out + "/summary.csv");
   ASSERT_EQ(summary.size(), 6u);
-  EXPECT_EQ(summary[0], "method,budget,task,length,samples,score,kv_bytes,prefill_ms,score_ms,decode_ms,storage_tokens,traffic_tokens,recall,kl,ppl_ratio");
+  EXPECT_EQ(summary[0],
+            "method,budget,task,length,samples,score,kv_bytes,prefill_ms,score_ms,decode_ms,storage_tokens,traffic_"
+            "tokens,recall,kl,ppl_ratio");
   EXPECT_EQ(summary[1].rfind("full,0,passkey,256,2,", 0), 0u) << summary[1];
   EXPECT_EQ(summary[2].rfind("knorm,16,passkey,256,2,", 0), 0u) << summary[2];
   const auto md = lines_of(out + "/summary.md");
@@ -104,7 +107,8 @@ TEST(CliEval, NiahGridAndPlots) {
   const std::string out = fresh_dir("cli-niah");
   const CommandResult r = run("eval -m " + tiny_model() +
                               " --methods full,snapkv:window=8 --budgets 32 --tasks passkey --lengths 256,300"
-                              " --depths 0,1 --samples 1 --protocol query-agnostic --threads 2 --out " + out);
+                              " --depths 0,1 --samples 1 --protocol query-agnostic --threads 2 --out " +
+                              out);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto summary = lines_of(out + "/summary.csv");
   ASSERT_EQ(summary.size(), 9u);  // 2 lengths x 2 depths x 2 methods
@@ -113,8 +117,8 @@ TEST(CliEval, NiahGridAndPlots) {
 
   const CommandResult plot = run("plot " + out + " -o " + out + "/charts");
   ASSERT_EQ(plot.exit_code, 0) << plot.err;
-  for (const char* name : {"score_vs_budget_passkey_256.svg", "score_vs_budget_passkey_300.svg", "niah_passkey_full_b0.svg",
-                           "niah_passkey_snapkv_window_8_b32.svg", "memory_vs_score.svg"}) {
+  for (const char* name : {"score_vs_budget_passkey_256.svg", "score_vs_budget_passkey_300.svg",
+                           "niah_passkey_full_b0.svg", "niah_passkey_snapkv_window_8_b32.svg", "memory_vs_score.svg"}) {
     const std::string path = out + "/charts/" + name;
     EXPECT_TRUE(std::filesystem::exists(path)) << path;
     EXPECT_NE(plot.out.find(path), std::string::npos) << plot.out;
@@ -138,7 +142,8 @@ TEST(CliEval, BadRequestsAreOneLineErrors) {
   expect_clean_error(run("eval" + m + " --methods full --tasks passkey --lengths 256 --out " + file + "/out"),
                      "cannot create the output directory");
   expect_clean_error(run("plot " + fresh_dir("cli-empty")), "has no samples.jsonl");
-  expect_clean_error(run("eval-merge " + fresh_dir("cli-merge-out") + " " + fresh_dir("cli-missing")), "has no samples.jsonl");
+  expect_clean_error(run("eval-merge " + fresh_dir("cli-merge-out") + " " + fresh_dir("cli-missing")),
+                     "has no samples.jsonl");
 }
 
 TEST(CliEval, MalformedResultsLineIsReportedWithItsNumber) {
@@ -153,10 +158,12 @@ TEST(CliEval, LongBenchFileRunsPastAMalformedLine) {
   std::filesystem::create_directories(out);
   const std::string data = out + "/data.jsonl";
   std::ofstream(data) << R"({"dataset": "hotpotqa", "context": "Paris is in France. )" << std::string(300, 'x')
-                      << R"(", "input": "Where is Paris?", "answers": ["France"], "length": 5000, "all_classes": null})" << "\n"
+                      << R"(", "input": "Where is Paris?", "answers": ["France"], "length": 5000, "all_classes": null})"
+                      << "\n"
                       << "{broken\n"
                       << R"({"dataset": "trec", "context": "a b c", "input": "Type?", "answers": ["LOC"], "length": 3,)"
-                      << R"( "all_classes": ["LOC", "HUM"]})" << "\n";
+                      << R"( "all_classes": ["LOC", "HUM"]})"
+                      << "\n";
   const CommandResult r = run("eval -m " + tiny_model() + " --methods full,knorm --budgets 16 --data " + data +
                               " --threads 2 --out " + out + "/results");
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -165,10 +172,12 @@ TEST(CliEval, LongBenchFileRunsPastAMalformedLine) {
   ASSERT_EQ(summary.size(), 5u);
   EXPECT_EQ(summary[1].rfind("full,0,hotpotqa,4000,1,", 0), 0u) << summary[1];
   EXPECT_EQ(summary[3].rfind("full,0,trec,0,1,", 0), 0u) << summary[3];
-  expect_clean_error(run("eval -m " + tiny_model() + " --methods full --data " + data + " --tasks vt --out " + out + "/x"),
-                     "--data replaces");
-  expect_clean_error(run("eval -m " + tiny_model() + " --methods full --data " + out + "/absent.jsonl --out " + out + "/x"),
-                     "absent.jsonl");
+  expect_clean_error(
+      run("eval -m " + tiny_model() + " --methods full --data " + data + " --tasks vt --out " + out + "/x"),
+      "--data replaces");
+  expect_clean_error(
+      run("eval -m " + tiny_model() + " --methods full --data " + out + "/absent.jsonl --out " + out + "/x"),
+      "absent.jsonl");
 }
 
 TEST(CliEval, SubcommandsHaveHelp) {
@@ -190,16 +199,20 @@ namespace {
 // skipping them.
 TEST(CliDemo, PrintsTheTableAndWritesRunsAndPlots) {
   const std::string out = fresh_dir("cli-demo");
-  const std::string args = "demo -m " + tiny_model() +
-                           " --methods full,snapkv:window=8,knorm --budgets 16,32 --tasks passkey --lengths 256 --samples 1"
-                           " --threads 2 --out " + out;
+  const std::string args =
+      "demo -m " + tiny_model() +
+      " --methods full,snapkv:window=8,knorm --budgets 16,32 --tasks passkey --lengths 256 --samples 1"
+      " --threads 2 --out " +
+      out;
   for (int round = 0; round < 2; ++round) {
     const CommandResult r = run(args);
     ASSERT_EQ(r.exit_code, 0) << r.err;
     EXPECT_NE(r.out.find("| method | budget | runs | score | KV MiB | KV vs full | prefill tok/s | decode tok/s |"),
-              std::string::npos) << r.out;
+              std::string::npos)
+        << r.out;
     EXPECT_NE(r.out.find("| full | - | 1 |"), std::string::npos) << r.out;
-    for (const char* row : {"| snapkv:window=8 | 16 | 1 |", "| snapkv:window=8 | 32 | 1 |", "| knorm | 16 | 1 |", "| knorm | 32 | 1 |"})
+    for (const char* row :
+         {"| snapkv:window=8 | 16 | 1 |", "| snapkv:window=8 | 32 | 1 |", "| knorm | 16 | 1 |", "| knorm | 32 | 1 |"})
       EXPECT_NE(r.out.find(row), std::string::npos) << row;
     EXPECT_EQ(lines_of(out + "/samples.jsonl").size(), 5u);  // replaced, not appended to
     EXPECT_TRUE(std::filesystem::exists(out + "/plots/memory_vs_score.svg"));
@@ -213,11 +226,14 @@ TEST(CliDemo, LookaheadKvTakesTheAdapterBesideTheModel) {
   const std::string model = dir + "/m.gguf";
   std::filesystem::create_directories(dir);
   std::filesystem::copy_file(tiny_model(), model);
-  const std::string args = "demo -m " + model +
-                           " --methods full,lookaheadkv --budgets 16 --tasks passkey --lengths 256 --samples 1 --threads 2"
-                           " --out " + dir + "/out";
+  const std::string args =
+      "demo -m " + model +
+      " --methods full,lookaheadkv --budgets 16 --tasks passkey --lengths 256 --samples 1 --threads 2"
+      " --out " +
+      dir + "/out";
   expect_clean_error(run(args), dir + "/m.lookahead.gguf does not exist");
-  const CommandResult init = run("init-adapter -m " + model + " -o " + dir + "/m.lookahead.gguf --lookahead 8 --rank 4");
+  const CommandResult init =
+      run("init-adapter -m " + model + " -o " + dir + "/m.lookahead.gguf --lookahead 8 --rank 4");
   ASSERT_EQ(init.exit_code, 0) << init.err;
   const CommandResult r = run(args);
   ASSERT_EQ(r.exit_code, 0) << r.err;

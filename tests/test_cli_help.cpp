@@ -12,8 +12,7 @@ namespace {
 TEST(CliHelp, VersionNamesReleaseAndRevision) {
   const CommandResult r = run("--version");
   EXPECT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_TRUE(std::regex_search(r.out, std::regex(R"(^kvslim \d+\.\d+\.\d+ \(git [0-9a-f]+|unknown\))")))
-      << r.out;
+  EXPECT_TRUE(std::regex_search(r.out, std::regex(R"(^kvslim \d+\.\d+\.\d+ \(git [0-9a-f]+|unknown\))"))) << r.out;
 }
 
 TEST(CliHelp, EverySubcommandIsInAGroup) {

@@ -48,8 +48,8 @@ void expect_refused(const std::string& args) {
 }
 
 TEST(CliPrefillEvict, Generate) {
-  const std::string base = "generate -m " + model() + " -f " + file_with("pe-prompt.txt", long_text()) +
-                           " -n 2 --temp 0 --json" + kPress;
+  const std::string base =
+      "generate -m " + model() + " -f " + file_with("pe-prompt.txt", long_text()) + " -n 2 --temp 0 --json" + kPress;
   const json block = run_json(base + " --prefill-evict block"), end = run_json(base);
   EXPECT_LT(2 * block["kv_bytes_peak"].get<uint64_t>(), end["kv_bytes_peak"].get<uint64_t>()) << block << end;
   expect_refused("generate -m " + model() + " -p hi -n 1");
@@ -73,7 +73,8 @@ TEST(CliPrefillEvict, GenerateSaveAndLoadKv) {
   EXPECT_EQ(options, (std::vector<std::string>{"window=4", "prefill=block"}));
   // ... so a long question continued from it is prefilled block-wise too.
   const std::string question = file_with("pe-question.txt", long_text("q"));
-  const std::string load = "generate -m " + model() + " -f " + question + " -n 2 --temp 0 --json --batch 16 --kv-page 4 --threads 1 --load-kv ";
+  const std::string load = "generate -m " + model() + " -f " + question +
+                           " -n 2 --temp 0 --json --batch 16 --kv-page 4 --threads 1 --load-kv ";
   const json from_block = run_json(load + block_kv), from_end = run_json(load + end_kv);
   EXPECT_LT(2 * from_block["kv_bytes_peak"].get<uint64_t>(), from_end["kv_bytes_peak"].get<uint64_t>())
       << from_block << from_end;
@@ -116,9 +117,11 @@ TEST(CliPrefillEvict, Perplexity) {
 TEST(CliPrefillEvict, Bench) {
   // bench has no --kv-page: pages of 256 tokens, so a prompt of 1024 (4 pages per head at the end,
   // 1 block-wise).
-  const std::string base = "bench -m " + model() + " --prompt-lengths 1024 --context-lengths 16 --reps 1 --json" + kMethod;
+  const std::string base =
+      "bench -m " + model() + " --prompt-lengths 1024 --context-lengths 16 --reps 1 --json" + kMethod;
   const json block = run_json(base + " --prefill-evict block"), end = run_json(base);
-  EXPECT_LT(2 * block["prefill"][0]["kv_bytes_peak"].get<uint64_t>(), end["prefill"][0]["kv_bytes_peak"].get<uint64_t>())
+  EXPECT_LT(2 * block["prefill"][0]["kv_bytes_peak"].get<uint64_t>(),
+            end["prefill"][0]["kv_bytes_peak"].get<uint64_t>())
       << block["prefill"] << end["prefill"];
   expect_refused("bench -m " + model() + " --prompt-lengths 16 --context-lengths 16 --reps 1");
 }

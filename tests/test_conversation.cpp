@@ -17,12 +17,14 @@ struct Fixture {
   EngineOptions options;
   SamplerParams greedy;
   ChatTemplate tmpl = ChatTemplate::parse(
-      "{% for m in messages %}<|{{ m.role }}|>{{ m.content }}\n{% endfor %}{% if add_generation_prompt %}<|assistant|>{% endif %}",
+      "{% for m in messages %}<|{{ m.role }}|>{{ m.content }}\n{% endfor %}{% if add_generation_prompt "
+      "%}<|assistant|>{% endif %}",
       "test template");
   // Opens the answer with "<|a|>" but renders past answers after "<|assistant|>": every turn
   // rewrites the previous one's history.
   ChatTemplate rewriting = ChatTemplate::parse(
-      "{% for m in messages %}<|{{ m.role }}|>{{ m.content }}\n{% endfor %}{% if add_generation_prompt %}<|a|>{% endif %}",
+      "{% for m in messages %}<|{{ m.role }}|>{{ m.content }}\n{% endfor %}{% if add_generation_prompt %}<|a|>{% endif "
+      "%}",
       "rewriting template");
   Fixture() {
     greedy.temperature = 0;

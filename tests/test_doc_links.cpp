@@ -73,7 +73,8 @@ std::vector<Link> extract_links(const std::string& markdown) {
       if (depth != 0) continue;
       std::string target = line.substr(at + 2, end - at - 2);
       if (const size_t space = target.find(' '); space != std::string::npos) target.resize(space);  // a title
-      if (target.size() >= 2 && target.front() == '<' && target.back() == '>') target = target.substr(1, target.size() - 2);
+      if (target.size() >= 2 && target.front() == '<' && target.back() == '>')
+        target = target.substr(1, target.size() - 2);
       links.push_back({number, target});
     }
     for (size_t at = line.find("src=\""); at != std::string::npos; at = line.find("src=\"", at + 5)) {

@@ -33,15 +33,18 @@ TEST(IntrinsicMath, LogSoftmaxOfTwoLogits) {
 TEST(IntrinsicMath, KlOfAHandComputedPair) {
   // p = (1/2, 1/4, 1/4), q = (1/4, 1/2, 1/4) given as shifted logits:
   // KL(p||q) = 1/2 ln 2 + 1/4 ln(1/2) + 0 = ln(2) / 4.
-  const auto p = eval::log_softmax(std::vector<float>{float(std::log(0.5)) + 3, float(std::log(0.25)) + 3, float(std::log(0.25)) + 3});
-  const auto q = eval::log_softmax(std::vector<float>{float(std::log(0.25)) - 1, float(std::log(0.5)) - 1, float(std::log(0.25)) - 1});
+  const auto p = eval::log_softmax(
+      std::vector<float>{float(std::log(0.5)) + 3, float(std::log(0.25)) + 3, float(std::log(0.25)) + 3});
+  const auto q = eval::log_softmax(
+      std::vector<float>{float(std::log(0.25)) - 1, float(std::log(0.5)) - 1, float(std::log(0.25)) - 1});
   EXPECT_NEAR(eval::kl_divergence(p, q), std::log(2.0) / 4, 1e-7);
   EXPECT_EQ(eval::kl_divergence(p, p), 0.0);
 }
 
 TEST(IntrinsicMath, RelativeL2ErrorOfAHandComputedPair) {
   // a - ref = (0, 2, 0): ||.|| = 2; ||ref|| = sqrt(1 + 4) = sqrt(5).
-  EXPECT_NEAR(eval::relative_l2_error(std::vector<float>{1, 2, 2}, std::vector<float>{1, 0, 2}), 2 / std::sqrt(5.0), 1e-12);
+  EXPECT_NEAR(eval::relative_l2_error(std::vector<float>{1, 2, 2}, std::vector<float>{1, 0, 2}), 2 / std::sqrt(5.0),
+              1e-12);
   EXPECT_EQ(eval::relative_l2_error(std::vector<float>{0, 0}, std::vector<float>{0, 0}), 0.0);
   EXPECT_TRUE(std::isinf(eval::relative_l2_error(std::vector<float>{1, 0}, std::vector<float>{0, 0})));
 }
@@ -97,7 +100,8 @@ TEST(Oracle, IsTheTopBOfTheMeanResponseAttention) {
   options.response_tokens = 6;
   const FullReference ref = eval::run_full_reference(*f.model, f.pool, f.engine, f.prompt, options);
   const int64_t budget = 10;
-  const eval::OracleSets oracle = eval::oracle_sets(ref.response_attention, f.config().n_layers, f.config().n_kv_heads, budget);
+  const eval::OracleSets oracle =
+      eval::oracle_sets(ref.response_attention, f.config().n_layers, f.config().n_kv_heads, budget);
 
   // Naive: replay the same greedy response with a recorder, average every row over the prompt
   // positions per KV head, sort by (mean desc, position asc).
@@ -149,7 +153,8 @@ TEST(Oracle, KeepingExactlyTheOracleSetHasRecallOneAndKeepingNoneOfItZero) {
   options.response_tokens = 8;
   const FullReference ref = eval::run_full_reference(*f.model, f.pool, f.engine, f.prompt, options);
   const int64_t budget = 12;
-  const eval::OracleSets oracle = eval::oracle_sets(ref.response_attention, f.config().n_layers, f.config().n_kv_heads, budget);
+  const eval::OracleSets oracle =
+      eval::oracle_sets(ref.response_attention, f.config().n_layers, f.config().n_kv_heads, budget);
   eval::OracleSets complement;
   for (const auto& set : oracle) {
     std::vector<int64_t> outside;
@@ -159,8 +164,11 @@ TEST(Oracle, KeepingExactlyTheOracleSetHasRecallOneAndKeepingNoneOfItZero) {
   }
   const auto keep_oracle = [&] { return std::make_unique<KeepPositions>(oracle); };
   const auto keep_complement = [&] { return std::make_unique<KeepPositions>(complement); };
-  EXPECT_EQ(*eval::measure_intrinsic(*f.model, f.pool, f.engine, f.prompt, ref, keep_oracle, budget, 0, options).recall, 1.0);
-  EXPECT_EQ(*eval::measure_intrinsic(*f.model, f.pool, f.engine, f.prompt, ref, keep_complement, budget, 0, options).recall, 0.0);
+  EXPECT_EQ(*eval::measure_intrinsic(*f.model, f.pool, f.engine, f.prompt, ref, keep_oracle, budget, 0, options).recall,
+            1.0);
+  EXPECT_EQ(
+      *eval::measure_intrinsic(*f.model, f.pool, f.engine, f.prompt, ref, keep_complement, budget, 0, options).recall,
+      0.0);
 }
 
 IntrinsicOptions all_metrics(int n) {
@@ -177,7 +185,8 @@ TEST(Intrinsic, FullIsExactUnderBothProtocols) {
     const FullReference ref = eval::run_full_reference(*f.model, f.pool, f.engine, f.prompt, options);
     EXPECT_EQ(ref.response.size(), 5u);
     for (int64_t budget : {kNoBudget, int64_t(8)}) {  // `full` ignores a budget
-      const auto r = eval::measure_intrinsic(*f.model, f.pool, f.engine, f.prompt, ref, method("full"), budget, 0, options);
+      const auto r =
+          eval::measure_intrinsic(*f.model, f.pool, f.engine, f.prompt, ref, method("full"), budget, 0, options);
       EXPECT_EQ(*r.recall, 1.0);
       EXPECT_EQ(*r.attn_error, 0.0);
       EXPECT_EQ(*r.kl, 0.0);
@@ -190,12 +199,14 @@ TEST(Intrinsic, EvictionShowsInEveryMetric) {
   Fixture f(60, 0);
   const IntrinsicOptions options = all_metrics(6);
   const FullReference ref = eval::run_full_reference(*f.model, f.pool, f.engine, f.prompt, options);
-  const auto r = eval::measure_intrinsic(*f.model, f.pool, f.engine, f.prompt, ref, method("streaming_llm"), 8, 0, options);
+  const auto r =
+      eval::measure_intrinsic(*f.model, f.pool, f.engine, f.prompt, ref, method("streaming_llm"), 8, 0, options);
   EXPECT_GT(*r.attn_error, 0.0);
   EXPECT_GT(*r.kl, 0.0);
   EXPECT_GT(*r.ppl_ratio, 0.0);
   // StreamingLLM keeps the 4 sinks and the last 4 positions of every head.
-  const eval::OracleSets oracle = eval::oracle_sets(ref.response_attention, f.config().n_layers, f.config().n_kv_heads, 8);
+  const eval::OracleSets oracle =
+      eval::oracle_sets(ref.response_attention, f.config().n_layers, f.config().n_kv_heads, 8);
   double expected = 0;
   for (const auto& set : oracle)
     expected += double(std::count_if(set.begin(), set.end(), [](int64_t p) { return p < 4 || p >= 56; })) / 8;

@@ -36,24 +36,30 @@ TEST(EvalMultiTurn, OneRecordPerTurnAndTasksWithoutTurnsAreRefused) {
   const std::string out = temp_path("mt-eval");
   const CommandResult r = run("eval -m " + make_model(TinyModel{}) +
                               " --methods full,snapkv:window=4 --budgets 32 --tasks niah_multiquery --lengths 800 "
-                              "--samples 1 --protocol multi-turn --out " + out);
+                              "--samples 1 --protocol multi-turn --out " +
+                              out);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto records = eval::read_records(out + "/samples.jsonl");
   ASSERT_EQ(records.size(), 8u);
   for (size_t i = 0; i < records.size(); ++i) {
     EXPECT_EQ(records[i].task, "niah_multiquery/turn" + std::to_string(i % 4 + 1));
     EXPECT_EQ(records[i].protocol, "multi-turn");
-    if (i % 4) { EXPECT_GT(records[i].n_prompt, records[i - 1].n_prompt); }  // the conversation grows
+    if (i % 4) {
+      EXPECT_GT(records[i].n_prompt, records[i - 1].n_prompt);
+    }  // the conversation grows
   }
   // Resuming skips the finished runs.
   const CommandResult again = run("eval -m " + make_model(TinyModel{}) +
                                   " --methods full,snapkv:window=4 --budgets 32 --tasks niah_multiquery --lengths 800 "
-                                  "--samples 1 --protocol multi-turn --out " + out);
+                                  "--samples 1 --protocol multi-turn --out " +
+                                  out);
   ASSERT_EQ(again.exit_code, 0) << again.err;
   EXPECT_EQ(eval::read_records(out + "/samples.jsonl").size(), 8u);
 
-  expect_clean_error(run("eval -m " + make_model(TinyModel{}) + " --methods full --tasks passkey --lengths 800 "
-                         "--samples 1 --protocol multi-turn --out " + temp_path("mt-bad")),
+  expect_clean_error(run("eval -m " + make_model(TinyModel{}) +
+                         " --methods full --tasks passkey --lengths 800 "
+                         "--samples 1 --protocol multi-turn --out " +
+                         temp_path("mt-bad")),
                      "niah_multiquery");
 }
 

@@ -44,13 +44,17 @@ class XmlParser {
   }
 
  private:
-  [[noreturn]] void bad(const std::string& what) { throw std::runtime_error(what + " at offset " + std::to_string(i_)); }
+  [[noreturn]] void bad(const std::string& what) {
+    throw std::runtime_error(what + " at offset " + std::to_string(i_));
+  }
   void skip_space() {
     while (i_ < s_.size() && std::isspace(static_cast<unsigned char>(s_[i_]))) ++i_;
   }
   std::string name() {
     const size_t start = i_;
-    while (i_ < s_.size() && (std::isalnum(static_cast<unsigned char>(s_[i_])) || s_[i_] == '-' || s_[i_] == ':' || s_[i_] == '_')) ++i_;
+    while (i_ < s_.size() &&
+           (std::isalnum(static_cast<unsigned char>(s_[i_])) || s_[i_] == '-' || s_[i_] == ':' || s_[i_] == '_'))
+      ++i_;
     if (i_ == start) bad("expected a name");
     return s_.substr(start, i_ - start);
   }
@@ -63,7 +67,8 @@ class XmlParser {
         const size_t semi = s_.find(';', i_);
         if (semi == std::string::npos) bad("unterminated entity");
         const std::string entity = s_.substr(i_, semi - i_ + 1);
-        static const std::map<std::string, char> known = {{"&amp;", '&'}, {"&lt;", '<'}, {"&gt;", '>'}, {"&quot;", '"'}, {"&apos;", '\''}};
+        static const std::map<std::string, char> known = {
+            {"&amp;", '&'}, {"&lt;", '<'}, {"&gt;", '>'}, {"&quot;", '"'}, {"&apos;", '\''}};
         const auto it = known.find(entity);
         if (it == known.end()) bad("unknown entity " + entity);
         out += it->second;
@@ -145,8 +150,8 @@ std::vector<const Node*> children_named(const Node& n, const std::string& name) 
 }
 
 TEST(XmlChecker, RejectsMalformedDocuments) {
-  for (const char* bad : {"<svg><g></svg>", "<svg a=1/>", "<svg a=\"x\" a=\"y\"/>", "<svg>&nbsp;</svg>", "<svg>a < b</svg>",
-                          "<svg/><svg/>", "<svg><g>"})
+  for (const char* bad : {"<svg><g></svg>", "<svg a=1/>", "<svg a=\"x\" a=\"y\"/>", "<svg>&nbsp;</svg>",
+                          "<svg>a < b</svg>", "<svg/><svg/>", "<svg><g>"})
     EXPECT_THROW(XmlParser(bad).parse_document(), std::runtime_error) << bad;
   EXPECT_NO_THROW(XmlParser("<svg a=\"&lt;&amp;\"><g/>text</svg>").parse_document());
 }
@@ -261,10 +266,11 @@ TEST(Plots, ChartsForEveryTaskTheNiahGridAndMemory) {
   for (const PlotFile& f : files) by_name[f.name] = f.svg;
   std::set<std::string> names;
   for (const auto& [name, svg] : by_name) names.insert(name);
-  EXPECT_EQ(names, (std::set<std::string>{"score_vs_budget_niah_single_1_512.svg", "score_vs_budget_niah_single_1_1024.svg",
-                                          "score_vs_budget_vt_512.svg", "recall_vs_budget_niah_single_1_512.svg",
-                                          "niah_niah_single_1_full_b0.svg", "niah_niah_single_1_snapkv_b64.svg",
-                                          "niah_niah_single_1_snapkv_b256.svg", "memory_vs_score.svg"}));
+  EXPECT_EQ(names,
+            (std::set<std::string>{"score_vs_budget_niah_single_1_512.svg", "score_vs_budget_niah_single_1_1024.svg",
+                                   "score_vs_budget_vt_512.svg", "recall_vs_budget_niah_single_1_512.svg",
+                                   "niah_niah_single_1_full_b0.svg", "niah_niah_single_1_snapkv_b64.svg",
+                                   "niah_niah_single_1_snapkv_b256.svg", "memory_vs_score.svg"}));
   for (const auto& [name, svg] : by_name) parse_svg(svg);
 
   // Score vs budget: the depths averaged; snapkv at 64 scores the mean depth 0.5.
@@ -290,7 +296,8 @@ TEST(Plots, ChartsForEveryTaskTheNiahGridAndMemory) {
   EXPECT_EQ(memory[0]->attrs.at("data-series"), "full");
   EXPECT_EQ(children_named(*memory[0], "circle").size(), 1u);
   EXPECT_EQ(children_named(*memory[1], "circle").size(), 2u);
-  EXPECT_EQ(children_named(*children_named(*memory[0], "circle")[0], "title")[0]->text, "full: (4, 0.928571)");  // (6 x 1 + 0.5) / 7 samples
+  EXPECT_EQ(children_named(*children_named(*memory[0], "circle")[0], "title")[0]->text,
+            "full: (4, 0.928571)");  // (6 x 1 + 0.5) / 7 samples
 }
 
 TEST(Plots, NothingToPlotIsAnError) { EXPECT_THROW(make_plots({}), Error); }

@@ -128,7 +128,8 @@ TEST(EvalResults, MalformedLineIsReportedWithItsNumber) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("line 2"), std::string::npos) << e.what();
   }
-  std::ofstream(path) << R"({"method": "full"})" << "\n";
+  std::ofstream(path) << R"({"method": "full"})"
+                      << "\n";
   try {
     eval::read_records(path);
     FAIL() << "expected an error";
@@ -160,8 +161,8 @@ TEST(EvalResults, DuplicatesDropKeepingTheFirst) {
 
 TEST(EvalSummary, MeansPerMethodBudgetTaskLength) {
   std::vector<SampleRecord> records = {
-      record("knorm", 8, "vt", 1, 1.0, 100, 2), record("knorm", 8, "vt", 2, 0.0, 300, 4),
-      record("knorm", 16, "vt", 1, 0.5, 400, 1), record("full", 0, "vt", 1, 1.0, 1000, 10),
+      record("knorm", 8, "vt", 1, 1.0, 100, 2),    record("knorm", 8, "vt", 2, 0.0, 300, 4),
+      record("knorm", 16, "vt", 1, 0.5, 400, 1),   record("full", 0, "vt", 1, 1.0, 1000, 10),
       record("full", 0, "cwe", 1, 0.25, 1000, 10),
   };
   records[0].recall = 0.5;
@@ -196,7 +197,8 @@ TEST(EvalSummary, CsvHasTheRequiredColumnsThenTheAskedMetrics) {
   records[1].kl = 0.25;
   records[1].ppl_ratio = 1.5;
   const std::string csv = eval::summary_csv(eval::summarize(records));
-  EXPECT_EQ(csv.substr(0, csv.find('\n')), "method,budget,task,length,samples,score,kv_bytes,prefill_ms,score_ms,decode_ms,kl,ppl_ratio");
+  EXPECT_EQ(csv.substr(0, csv.find('\n')),
+            "method,budget,task,length,samples,score,kv_bytes,prefill_ms,score_ms,decode_ms,kl,ppl_ratio");
   EXPECT_NE(csv.find(",6.00,0.25,1.5\n"), std::string::npos) << csv;
   EXPECT_NE(csv.find("full,0,vt,256,1,1.0000,1000,10.00,5.00,30.00,,\n"), std::string::npos) << csv;
 }
@@ -212,8 +214,8 @@ TEST(EvalSummary, MarkdownIsTheSameTable) {
 TEST(EvalSummary, RecordOrderDoesNotChangeTheSummary) {
   std::vector<SampleRecord> records;
   for (uint64_t seed = 0; seed < 12; ++seed)
-    records.push_back(record(seed % 2 ? "knorm" : "tova", 8, seed % 3 ? "vt" : "cwe", seed, 0.1 * double(seed), 10 + seed,
-                             0.3 + 0.7 * double(seed)));
+    records.push_back(record(seed % 2 ? "knorm" : "tova", 8, seed % 3 ? "vt" : "cwe", seed, 0.1 * double(seed),
+                             10 + seed, 0.3 + 0.7 * double(seed)));
   const std::string expected = eval::summary_csv(eval::summarize(records));
   std::mt19937 rng(3);
   for (int i = 0; i < 5; ++i) {

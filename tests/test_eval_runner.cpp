@@ -27,7 +27,8 @@ using tasks::TaskTurn;
 // ---- a fake task catalog: "recall" hides a word in filler text; "needle" takes a depth ----
 
 const std::vector<TaskInfo>& fake_tasks() {
-  static const std::vector<TaskInfo> tasks = {{"recall", "find the word", 24, false}, {"needle", "at a depth", 32, true}};
+  static const std::vector<TaskInfo> tasks = {{"recall", "find the word", 24, false},
+                                              {"needle", "at a depth", 32, true}};
   return tasks;
 }
 
@@ -37,7 +38,8 @@ const TaskInfo& fake_find(const std::string& name) {
   fail("unknown task '{}' (valid: recall, needle)", name);
 }
 
-TaskSample fake_make(const std::string& task, int64_t length, uint64_t seed, const Tokenizer&, std::optional<double> depth) {
+TaskSample fake_make(const std::string& task, int64_t length, uint64_t seed, const Tokenizer&,
+                     std::optional<double> depth) {
   TaskSample s;
   s.task = task;
   s.target_tokens = length;
@@ -90,12 +92,13 @@ struct Fixture {
 };
 
 // Everything in a summary row but the timings (which differ from run to run).
-using Deterministic = std::tuple<std::string, int64_t, std::string, int64_t, int64_t, double, double, std::optional<double>,
-                                 std::optional<double>, std::optional<double>>;
+using Deterministic = std::tuple<std::string, int64_t, std::string, int64_t, int64_t, double, double,
+                                 std::optional<double>, std::optional<double>, std::optional<double>>;
 std::vector<Deterministic> deterministic(const Summary& s) {
   std::vector<Deterministic> rows;
   for (const SummaryRow& r : s.rows)
-    rows.emplace_back(r.method, r.budget, r.task, r.length, r.samples, r.score, r.kv_bytes, r.recall, r.kl, r.ppl_ratio);
+    rows.emplace_back(r.method, r.budget, r.task, r.length, r.samples, r.score, r.kv_bytes, r.recall, r.kl,
+                      r.ppl_ratio);
   return rows;
 }
 
@@ -105,7 +108,8 @@ TEST(EvalProtocol, BothProtocolsFeedTheSameTokens) {
   const PromptTokens aware = tokenize_prompt(s, f.model->tokenizer(), Protocol::QueryAware);
   const PromptTokens agnostic = tokenize_prompt(s, f.model->tokenizer(), Protocol::QueryAgnostic);
   EXPECT_TRUE(aware.appended.empty());
-  EXPECT_EQ(agnostic.compressed, f.model->tokenizer().encode(s.context, f.model->tokenizer().add_bos_by_default(), false));
+  EXPECT_EQ(agnostic.compressed,
+            f.model->tokenizer().encode(s.context, f.model->tokenizer().add_bos_by_default(), false));
   EXPECT_EQ(agnostic.appended, f.model->tokenizer().encode(" word? ", false, false));
   std::vector<int32_t> joined = agnostic.compressed;
   joined.insert(joined.end(), agnostic.appended.begin(), agnostic.appended.end());
@@ -222,20 +226,57 @@ TEST(EvalSweepConfig, GridErrors) {
   GridOptions g;
   g.tasks = {"recall"};
   g.lengths = {48};
-  expect_error([&] { auto h = g; h.tasks = {"recall", "bogus"}; expand_grid(h, fake_find); }, "valid: recall, needle");
-  expect_error([&] { auto h = g; h.lengths = {23}; expand_grid(h, fake_find); }, "below the minimum of task recall (24");
-  expect_error([&] { auto h = g; h.lengths = {}; expand_grid(h, fake_find); }, "--lengths is empty");
-  expect_error([&] { auto h = g; h.tasks = {}; expand_grid(h, fake_find); }, "--tasks is empty");
-  expect_error([&] { auto h = g; h.depths = {1.5}; expand_grid(h, fake_find); }, "outside [0, 1]");
-  expect_error([&] { auto h = g; h.samples = 0; expand_grid(h, fake_find); }, "--samples");
+  expect_error(
+      [&] {
+        auto h = g;
+        h.tasks = {"recall", "bogus"};
+        expand_grid(h, fake_find);
+      },
+      "valid: recall, needle");
+  expect_error(
+      [&] {
+        auto h = g;
+        h.lengths = {23};
+        expand_grid(h, fake_find);
+      },
+      "below the minimum of task recall (24");
+  expect_error(
+      [&] {
+        auto h = g;
+        h.lengths = {};
+        expand_grid(h, fake_find);
+      },
+      "--lengths is empty");
+  expect_error(
+      [&] {
+        auto h = g;
+        h.tasks = {};
+        expand_grid(h, fake_find);
+      },
+      "--tasks is empty");
+  expect_error(
+      [&] {
+        auto h = g;
+        h.depths = {1.5};
+        expand_grid(h, fake_find);
+      },
+      "outside [0, 1]");
+  expect_error(
+      [&] {
+        auto h = g;
+        h.samples = 0;
+        expand_grid(h, fake_find);
+      },
+      "--samples");
 }
 
 TEST(EvalSweep, WritesOneRecordPerRunAndTheSummary) {
   Fixture f;
   const SweepOptions o = f.options("sweep-one");
   std::vector<int64_t> seen;
-  const SweepOutcome out = run_sweep(*f.model, f.pool, generated_source(f.grid(1), fake_catalog(), f.model->tokenizer()), o,
-                                     [&](const SweepProgress& p) { seen.push_back(p.done * 100 + p.total); });
+  const SweepOutcome out =
+      run_sweep(*f.model, f.pool, generated_source(f.grid(1), fake_catalog(), f.model->tokenizer()), o,
+                [&](const SweepProgress& p) { seen.push_back(p.done * 100 + p.total); });
   // 2 samples x (full + 2 methods x 2 budgets)
   EXPECT_EQ(out.ran, 10);
   EXPECT_EQ(out.skipped, 0);
@@ -302,10 +343,12 @@ TEST(EvalSweep, UnwritableOutputFailsBeforeAnyRun) {
   std::ofstream(file) << "x";
   o.out_dir = file + "/out";
   int runs = 0;
-  expect_error([&] {
-    run_sweep(*f.model, f.pool, generated_source(f.grid(1), fake_catalog(), f.model->tokenizer()), o,
-              [&](const SweepProgress&) { ++runs; });
-  }, "cannot create the output directory");
+  expect_error(
+      [&] {
+        run_sweep(*f.model, f.pool, generated_source(f.grid(1), fake_catalog(), f.model->tokenizer()), o,
+                  [&](const SweepProgress&) { ++runs; });
+      },
+      "cannot create the output directory");
   EXPECT_EQ(runs, 0);
 }
 

@@ -93,7 +93,7 @@ Vec rounded_to_bf16(const Vec& x) {
       continue;
     }
     int e;
-    std::frexp(f, &e);                      // |f| in [2^(e-1), 2^e): 8 significant bits
+    std::frexp(f, &e);  // |f| in [2^(e-1), 2^e): 8 significant bits
     const double step = std::ldexp(1.0, e - 8);
     out[i] = std::nearbyint(double(f) / step) * step;  // nearbyint: ties to even
   }
@@ -149,14 +149,15 @@ std::vector<Vec> reference_logits(const std::string& path, const std::vector<int
   const size_t n = tokens.size();
 
   std::vector<Vec> x(n);
-  for (size_t t = 0; t < n; ++t) x[t] = Vec(embd.data.begin() + tokens[t] * c.dim, embd.data.begin() + (tokens[t] + 1) * c.dim);
+  for (size_t t = 0; t < n; ++t)
+    x[t] = Vec(embd.data.begin() + tokens[t] * c.dim, embd.data.begin() + (tokens[t] + 1) * c.dim);
   for (int l = 0; l < c.n_layers; ++l) {
     auto w = [&](const char* name) { return load(f, fmt::format("blk.{}.{}", l, name)); };
     const RefTensor attn_norm = w("attn_norm.weight"), wq = w("attn_q.weight"), wk = w("attn_k.weight"),
-                    wv = w("attn_v.weight"), wo = w("attn_output.weight"), bq = w("attn_q.bias"),
-                    bk = w("attn_k.bias"), bv = w("attn_v.bias"), qn = w("attn_q_norm.weight"),
-                    kn = w("attn_k_norm.weight"), ffn_norm = w("ffn_norm.weight"), wg = w("ffn_gate.weight"),
-                    wu = w("ffn_up.weight"), wd = w("ffn_down.weight");
+                    wv = w("attn_v.weight"), wo = w("attn_output.weight"), bq = w("attn_q.bias"), bk = w("attn_k.bias"),
+                    bv = w("attn_v.bias"), qn = w("attn_q_norm.weight"), kn = w("attn_k_norm.weight"),
+                    ffn_norm = w("ffn_norm.weight"), wg = w("ffn_gate.weight"), wu = w("ffn_up.weight"),
+                    wd = w("ffn_down.weight");
     std::vector<Vec> q(n), k(n), v(n);
     for (size_t t = 0; t < n; ++t) {
       const Vec h = rmsnorm_ref(x[t], attn_norm.data, eps);
@@ -256,12 +257,13 @@ struct Case {
 
 std::string case_name(const ::testing::TestParamInfo<Case>& info) {
   const TinyModel& m = info.param.model;
-  return fmt::format("{}_{}_G{}{}{}", arch_name(m.arch), dtype_name(m.type), m.heads / m.kv_heads, m.tied ? "_tied" : "",
-                     m.rope_freqs ? "_ropefreqs" : "");
+  return fmt::format("{}_{}_G{}{}{}", arch_name(m.arch), dtype_name(m.type), m.heads / m.kv_heads,
+                     m.tied ? "_tied" : "", m.rope_freqs ? "_ropefreqs" : "");
 }
 
 void PrintTo(const Case& c, std::ostream* os) {
-  *os << arch_name(c.model.arch) << "/" << dtype_name(c.model.type) << " heads " << c.model.heads << "/" << c.model.kv_heads;
+  *os << arch_name(c.model.arch) << "/" << dtype_name(c.model.type) << " heads " << c.model.heads << "/"
+      << c.model.kv_heads;
 }
 
 class ForwardVsReference : public ::testing::TestWithParam<Case> {};
@@ -280,8 +282,7 @@ TEST_P(ForwardVsReference, LogitsAgreeWithDoublePrecisionReference) {
   // whole bf16 step (2^-8 of itself, 30x a q8_0 step's share of these 64-wide rows); one such
   // activation moved these logits by up to 5.5e-3, hence 1e-2. The kernel tests (test_ops.cpp)
   // check the rounding itself exactly; a wrong layout or op here is off by O(1).
-  const double tolerance =
-      GetParam().model.type == DType::BF16 && bf16_weights_round_x() ? 1e-2 : GetParam().tolerance;
+  const double tolerance = GetParam().model.type == DType::BF16 && bf16_weights_round_x() ? 1e-2 : GetParam().tolerance;
   EXPECT_LT(relative_error(engine_logits(*model, tokens, 8, 2), want_prefill), tolerance);
   EXPECT_LT(relative_error(engine_logits(*model, tokens, 1, 2), want), tolerance);
 }

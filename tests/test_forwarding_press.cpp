@@ -58,7 +58,9 @@ class Recorder final : public Press {
   bool evicts_each_prefill_block() const override { return note("evicts_each_prefill_block"), true; }
   void check_budget(int64_t budget) const override { note("check_budget " + std::to_string(budget)); }
   void begin(PressContext& ctx) override { note("begin", ctx); }
-  void before_prefill_block(PressContext& ctx, int64_t n) override { note("before_prefill_block " + std::to_string(n), ctx); }
+  void before_prefill_block(PressContext& ctx, int64_t n) override {
+    note("before_prefill_block " + std::to_string(n), ctx);
+  }
   void after_prefill_block(PressContext& ctx) override { note("after_prefill_block", ctx); }
   void end_prefill(PressContext& ctx) override { note("end_prefill", ctx); }
   void after_extend(PressContext& ctx) override { note("after_extend", ctx); }
@@ -106,9 +108,23 @@ std::vector<std::string> call_every_hook(Press& press, PressContext& ctx, const 
   press.load_state(ctx, state);
   const std::optional<TokenCost> cost = press.token_cost();
   EXPECT_TRUE(cost && cost->storage == 3 && cost->traffic == 5);
-  return {"prefill_probe", "decode_probe", "sparse_selector", "prefill_block", "evicts_each_prefill_block",
-          "check_budget 42", "begin", "before_prefill_block 9", "after_prefill_block", "end_prefill",
-          "after_extend", "after_decode_step", "begin_turn", "rewind", "save_state", "load_state 7", "token_cost"};
+  return {"prefill_probe",
+          "decode_probe",
+          "sparse_selector",
+          "prefill_block",
+          "evicts_each_prefill_block",
+          "check_budget 42",
+          "begin",
+          "before_prefill_block 9",
+          "after_prefill_block",
+          "end_prefill",
+          "after_extend",
+          "after_decode_step",
+          "begin_turn",
+          "rewind",
+          "save_state",
+          "load_state 7",
+          "token_cost"};
 }
 
 TEST(ForwardingPress, TheWrappedPressSeesEveryHook) {

@@ -290,16 +290,15 @@ TEST(GgufWriter, SetReplacesInPlace) {
 
 TEST(GgufWriter, RejectsInconsistentTensors) {
   Writer writer;
-  EXPECT_TRUE(Mentions(error_message([&] { writer.add_tensor("x", 255, {4}, pattern(4, 0)); }),
-                       "unknown ggml type id 255"));
+  EXPECT_TRUE(
+      Mentions(error_message([&] { writer.add_tensor("x", 255, {4}, pattern(4, 0)); }), "unknown ggml type id 255"));
   EXPECT_TRUE(Mentions(error_message([&] { writer.add_tensor("x", 0, {4}, pattern(15, 0)); }), "15 bytes"));
   EXPECT_TRUE(Mentions(error_message([&] { writer.add_tensor("x", 0, {}, {}); }), "rank 0"));
-  EXPECT_TRUE(Mentions(error_message([&] { writer.add_tensor("x", 0, {1, 1, 1, 1, 1}, pattern(4, 0)); }),
-                       "rank 5"));
+  EXPECT_TRUE(Mentions(error_message([&] { writer.add_tensor("x", 0, {1, 1, 1, 1, 1}, pattern(4, 0)); }), "rank 5"));
   EXPECT_TRUE(Mentions(error_message([&] { writer.add_tensor("x", 0, {0}, {}); }), "at least 1"));
   EXPECT_TRUE(Mentions(error_message([&] { writer.add_tensor("x", 8, {16}, pattern(17, 0)); }), "block size"));
-  EXPECT_TRUE(Mentions(error_message([&] { writer.add_tensor(std::string(64, 'n'), 0, {1}, pattern(4, 0)); }),
-                       "1..63 bytes"));
+  EXPECT_TRUE(
+      Mentions(error_message([&] { writer.add_tensor(std::string(64, 'n'), 0, {1}, pattern(4, 0)); }), "1..63 bytes"));
   writer.add_tensor("x", 0, {1}, pattern(4, 0));
   EXPECT_TRUE(Mentions(error_message([&] { writer.add_tensor("x", 0, {1}, pattern(4, 0)); }), "added twice"));
 }
@@ -404,21 +403,21 @@ TEST(GgufGetters, MissingKeyNamed) {
 }
 
 TEST(GgufTensorTypes, SizesAndNames) {
-  EXPECT_EQ(tensor_bytes(0, 10), 40u);                        // f32
-  EXPECT_EQ(tensor_bytes(1, 10), 20u);                        // f16
-  EXPECT_EQ(tensor_bytes(2, 64), 2u * 18);                    // q4_0
-  EXPECT_EQ(tensor_bytes(8, 64), 2u * 34);                    // q8_0
-  EXPECT_EQ(tensor_bytes(12, 512), 2u * 144);                 // q4_k
-  EXPECT_EQ(tensor_bytes(14, 256), 210u);                     // q6_k
-  EXPECT_EQ(tensor_bytes(30, 3), 6u);                         // bf16
-  EXPECT_EQ(tensor_bytes(28, 3), 24u);                        // f64
-  EXPECT_EQ(tensor_bytes(39, 32), 17u);                       // mxfp4
+  EXPECT_EQ(tensor_bytes(0, 10), 40u);         // f32
+  EXPECT_EQ(tensor_bytes(1, 10), 20u);         // f16
+  EXPECT_EQ(tensor_bytes(2, 64), 2u * 18);     // q4_0
+  EXPECT_EQ(tensor_bytes(8, 64), 2u * 34);     // q8_0
+  EXPECT_EQ(tensor_bytes(12, 512), 2u * 144);  // q4_k
+  EXPECT_EQ(tensor_bytes(14, 256), 210u);      // q6_k
+  EXPECT_EQ(tensor_bytes(30, 3), 6u);          // bf16
+  EXPECT_EQ(tensor_bytes(28, 3), 24u);         // f64
+  EXPECT_EQ(tensor_bytes(39, 32), 17u);        // mxfp4
   EXPECT_STREQ(tensor_type_name(12), "q4_k");
   EXPECT_STREQ(tensor_type_name(30), "bf16");
   EXPECT_STREQ(tensor_type_name(255), "unknown(255)");
-  EXPECT_THROW(tensor_bytes(4, 32), Error);                   // retired q4_2
+  EXPECT_THROW(tensor_bytes(4, 32), Error);  // retired q4_2
   EXPECT_THROW(tensor_bytes(255, 1), Error);
-  EXPECT_THROW(tensor_bytes(8, 33), Error);                   // not whole q8_0 blocks
+  EXPECT_THROW(tensor_bytes(8, 33), Error);                  // not whole q8_0 blocks
   EXPECT_THROW(tensor_bytes(28, uint64_t{1} << 62), Error);  // 2^65 bytes
 }
 

@@ -197,7 +197,8 @@ TEST(GgufMalformed, BadValueTypes) {
 
 TEST(GgufMalformed, BadTensorType) {
   const TensorFields w_a = tensor_fields("w.a", 1);
-  EXPECT_TRUE(Mentions(rejection(patched<uint32_t>(w_a.type, 255)), "tensor #0 \"w.a\" type: unknown ggml type id 255"));
+  EXPECT_TRUE(
+      Mentions(rejection(patched<uint32_t>(w_a.type, 255)), "tensor #0 \"w.a\" type: unknown ggml type id 255"));
   EXPECT_TRUE(Mentions(rejection(patched<uint32_t>(w_a.type, 4)), "unknown ggml type id 4"));    // retired
   EXPECT_TRUE(Mentions(rejection(patched<uint32_t>(w_a.type, 31)), "unknown ggml type id 31"));  // repacked
 }
@@ -220,7 +221,8 @@ TEST(GgufMalformed, BadDimensions) {
 
 TEST(GgufMalformed, BadTensorOffsets) {
   const TensorFields w_b = tensor_fields("w.b", 2);
-  EXPECT_TRUE(Mentions(rejection(patched<uint64_t>(w_b.offset, 40)), "offset: 40 is not a multiple of the alignment 32"));
+  EXPECT_TRUE(
+      Mentions(rejection(patched<uint64_t>(w_b.offset, 40)), "offset: 40 is not a multiple of the alignment 32"));
   std::string message = rejection(patched<uint64_t>(w_b.offset, uint64_t{1} << 40));
   EXPECT_TRUE(Mentions(message, "tensor #1 \"w.b\": data [offset 1099511627776, 68 bytes] extends past end of file"));
   EXPECT_TRUE(Mentions(message, fmt::format("at byte {}", w_b.offset)));
@@ -245,7 +247,8 @@ TEST(GgufMalformed, BadMagicAndVersion) {
 
 TEST(GgufMalformed, Duplicates) {
   EXPECT_TRUE(Mentions(rejection(patched_text(after_string("dup.bb") - 6, "dup.aa")), "\"dup.aa\"): duplicate key"));
-  EXPECT_TRUE(Mentions(rejection(patched_text(after_string("w.b") - 3, "w.a")), "tensor #1 \"w.a\": duplicate tensor name"));
+  EXPECT_TRUE(
+      Mentions(rejection(patched_text(after_string("w.b") - 3, "w.a")), "tensor #1 \"w.a\": duplicate tensor name"));
 }
 
 TEST(GgufMalformed, NameLimits) {

@@ -44,8 +44,8 @@ void expect_close(const std::vector<float>& got, const std::vector<float>& want,
   for (size_t i = 0; i < got.size(); ++i) {
     const double err = std::fabs(double(got[i]) - double(want[i]));
     if (!(err <= tol * scale[i]) && reported++ < 5) {
-      ADD_FAILURE() << what << " [" << i << "]: " << got[i] << " vs scalar " << want[i] << " (allowed " << tol * scale[i]
-                    << ")";
+      ADD_FAILURE() << what << " [" << i << "]: " << got[i] << " vs scalar " << want[i] << " (allowed "
+                    << tol * scale[i] << ")";
     }
   }
 }
@@ -165,19 +165,24 @@ TEST_P(EveryLevelWeights, ConversionsAreBitIdentical) {
     convert_from_f32(src.data(), type, got_q.data(), n);
     convert_to_f32(type, want_q.data(), got_f.data(), n);
     EXPECT_EQ(got_q, want_q) << dtype_name(type) << " at " << isa_name(isa);
-    EXPECT_EQ(std::memcmp(got_f.data(), want_f.data(), got_f.size() * 4), 0) << dtype_name(type) << " at " << isa_name(isa);
+    EXPECT_EQ(std::memcmp(got_f.data(), want_f.data(), got_f.size() * 4), 0)
+        << dtype_name(type) << " at " << isa_name(isa);
   }
 }
 
 INSTANTIATE_TEST_SUITE_P(AllTypes, EveryLevelWeights, ::testing::ValuesIn(kAllDTypes),
-                         [](const ::testing::TestParamInfo<DType>& info) { return std::string(dtype_name(info.param)); });
+                         [](const ::testing::TestParamInfo<DType>& info) {
+                           return std::string(dtype_name(info.param));
+                         });
 
 TEST(EveryLevel, ActivationQuantisationIsBitIdentical) {
   const int64_t n = 256;
   const auto x = normal_vec(size_t(n), 41);
   std::vector<uint8_t> want(detail::q8_activation_bytes(n) + 64), got(want.size());
   std::vector<float> want_r(static_cast<size_t>(n)), got_r(static_cast<size_t>(n));
-  auto aligned = [](std::vector<uint8_t>& v) { return v.data() + (64 - reinterpret_cast<uintptr_t>(v.data()) % 64) % 64; };
+  auto aligned = [](std::vector<uint8_t>& v) {
+    return v.data() + (64 - reinterpret_cast<uintptr_t>(v.data()) % 64) % 64;
+  };
   detail::Q8Activations a, b;
   {
     ScopedIsa scalar(Isa::Scalar);
@@ -249,7 +254,8 @@ TEST(EveryLevel, ElementwiseKernelsAgreeWithScalar) {
 
 TEST(EveryLevel, GemmF32AgreesWithScalar) {
   const int64_t n = 19, k = 70, m = 37;
-  const auto x = normal_vec(size_t(n * k), 61), wnt = normal_vec(size_t(m * k), 62), wnn = normal_vec(size_t(k * m), 63);
+  const auto x = normal_vec(size_t(n * k), 61), wnt = normal_vec(size_t(m * k), 62),
+             wnn = normal_vec(size_t(k * m), 63);
   auto compute = [&] {
     std::vector<float> nt(size_t(n * m), 0.5f), nn(size_t(n * m), 0.5f);
     gemm_f32_nt(x.data(), k, n, wnt.data(), m, k, nt.data(), m, true);

@@ -176,13 +176,13 @@ TEST(KvCacheHeadCache, RetainArbitrarySubsets) {
   std::mt19937 rng(2);
   const int n = 37;
   std::vector<std::vector<int32_t>> subsets = {
-      {},                                     // nothing
-      {0},                                    // first only
-      {36},                                   // last only
-      {4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14}, // a run across page boundaries
-      {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27,
-       28, 29, 30, 31, 32, 33, 34, 35, 36},  // everything
-      {0, 1, 2, 3, 30, 31, 32, 33, 34, 35, 36},  // sinks and a window
+      {},                                      // nothing
+      {0},                                     // first only
+      {36},                                    // last only
+      {4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14},  // a run across page boundaries
+      {0,  1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11, 12, 13, 14, 15, 16, 17, 18,
+       19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36},  // everything
+      {0, 1, 2, 3, 30, 31, 32, 33, 34, 35, 36},                                  // sinks and a window
   };
   for (int r = 0; r < 20; ++r) {  // random subsets of random sizes
     std::vector<int32_t> s;
@@ -245,8 +245,7 @@ TEST(KvCacheHeadCache, InvalidRetainIndicesThrowAndChangeNothing) {
 
 // ---- PagedKvCache attention against a double-precision reference ----
 
-KvShape shape(int n_kv_heads, int group, int head_dim, int n_layers = 2, DType k = DType::F32,
-              DType v = DType::F32) {
+KvShape shape(int n_kv_heads, int group, int head_dim, int n_layers = 2, DType k = DType::F32, DType v = DType::F32) {
   return {n_layers, n_kv_heads * group, n_kv_heads, head_dim, k, v};
 }
 
@@ -489,8 +488,8 @@ TEST(KvCacheProbe, RowsSumToOneAndEqualTheReferenceProbabilities) {
 // Selects fixed index lists per KV head (or declines).
 class FixedSelector final : public SparseSelector {
  public:
-  bool select(int layer, const float* q, const PagedKvCache& cache,
-              std::vector<std::vector<int32_t>>& selected, ThreadPool&) override {
+  bool select(int layer, const float* q, const PagedKvCache& cache, std::vector<std::vector<int32_t>>& selected,
+              ThreadPool&) override {
     ++calls;
     if (!use) return false;
     for (int h = 0; h < cache.n_kv_heads(); ++h)
@@ -507,10 +506,10 @@ TEST(KvCacheSparse, AllIndicesEqualDenseAndSubsetsEqualTheReference) {
     int hd, threads;
     DType k, v;
   };
-  for (const Case& c : {Case{64, 2, DType::F32, DType::F32}, Case{24, 2, DType::F32, DType::F32},
-                        Case{64, 5, DType::F32, DType::F32}, Case{64, 2, DType::F16, DType::F16},
-                        Case{32, 2, DType::BF16, DType::Q8_0}, Case{64, 2, DType::Q8_0, DType::F16},
-                        Case{24, 2, DType::F16, DType::BF16}}) {
+  for (const Case& c :
+       {Case{64, 2, DType::F32, DType::F32}, Case{24, 2, DType::F32, DType::F32}, Case{64, 5, DType::F32, DType::F32},
+        Case{64, 2, DType::F16, DType::F16}, Case{32, 2, DType::BF16, DType::Q8_0},
+        Case{64, 2, DType::Q8_0, DType::F16}, Case{24, 2, DType::F16, DType::BF16}}) {
     const int hd = c.hd, threads = c.threads;
     SCOPED_TRACE(testing::Message() << "d " << hd << " " << dtype_name(c.k) << "/" << dtype_name(c.v));
     const int kv_heads = 2, group = 4;
@@ -648,7 +647,9 @@ TEST(KvCacheTypes, StoredRowsDecodeToTheRoundedValues) {
         ASSERT_EQ(k[c], want[size_t(c)]) << dtype_name(t) << " row " << i;
         ASSERT_EQ(v[c], want[size_t(c)]) << dtype_name(t) << " row " << i;
       }
-      if (t == DType::F32) { EXPECT_EQ(k, reinterpret_cast<const float*>(head.key_data(j))); }  // no copy
+      if (t == DType::F32) {
+        EXPECT_EQ(k, reinterpret_cast<const float*>(head.key_data(j)));
+      }  // no copy
       ++j;
     }
     head.clear(pool);
@@ -663,8 +664,8 @@ TEST(KvCacheTypes, AttentionErrorAgainstUnroundedRowsIsBounded) {
     DType type;
     double bound;
   };
-  for (const Case& c : {Case{DType::F32, 2e-5}, Case{DType::F16, 2e-3}, Case{DType::BF16, 2e-2},
-                        Case{DType::Q8_0, 2e-2}}) {
+  for (const Case& c :
+       {Case{DType::F32, 2e-5}, Case{DType::F16, 2e-3}, Case{DType::BF16, 2e-2}, Case{DType::Q8_0, 2e-2}}) {
     const int hd = 64, kv_heads = 1, group = 2;
     PagedKvCache cache(shape(kv_heads, group, hd, 1, c.type, c.type), 300, 32);
     NaiveHead exact;
@@ -682,14 +683,16 @@ TEST(KvCacheTypes, AttentionErrorAgainstUnroundedRowsIsBounded) {
       cache.attend(0, q.data(), n, out.data(), pool);
       for (int i = 0; i < n; ++i)
         for (int g = 0; g < group; ++g) {
-          const auto want = reference(exact, &q[(size_t(i) * group + g) * hd], hd,
-                                      first_n(int64_t(exact.size()) - n + i + 1));
+          const auto want =
+              reference(exact, &q[(size_t(i) * group + g) * hd], hd, first_n(int64_t(exact.size()) - n + i + 1));
           for (int d = 0; d < hd; ++d)
             worst = std::max(worst, std::abs(out[(size_t(i) * group + g) * hd + d] - want.out[size_t(d)]));
         }
     }
     EXPECT_LT(worst, c.bound) << dtype_name(c.type);
-    if (c.type != DType::F32) { EXPECT_GT(worst, 1e-6) << dtype_name(c.type) << ": the rounding should show"; }
+    if (c.type != DType::F32) {
+      EXPECT_GT(worst, 1e-6) << dtype_name(c.type) << ": the rounding should show";
+    }
   }
 }
 

@@ -83,8 +83,8 @@ TEST_P(KvFileContinue, SaveLoadContinueEqualsNeverSaving) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Methods, KvFileContinue,
-                         ::testing::Values("full", "snapkv:window=4", "h2o", "tova", "keydiff:block=8",
-                                           "lagkv:lag=8", "streaming_llm", "rocketkv:mt=true", "rocketkv"),
+                         ::testing::Values("full", "snapkv:window=4", "h2o", "tova", "keydiff:block=8", "lagkv:lag=8",
+                                           "streaming_llm", "rocketkv:mt=true", "rocketkv"),
                          [](const auto& info) {
                            std::string n = info.param.substr(0, info.param.find(':'));
                            if (info.param.find("mt=true") != std::string::npos) n += "_mt";

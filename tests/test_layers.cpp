@@ -17,14 +17,14 @@ namespace {
 // Rank of each folder under src/, lowest first. Folders sharing a rank know nothing of each other.
 const std::map<std::string, int>& layer_ranks() {
   static const std::map<std::string, int> ranks = {
-      {"util", 0},   {"gguf", 1},  {"tensor", 2},    {"tokenizer", 3},
-      {"kv", 4},     // the cache has its own shape struct (kv_shape.h): no model/ config
-      {"model", 5},  // also the LoRA and LookaheadKV adapter files, quantize_file/preset
-      {"press", 6},  {"engine", 7}, {"chat", 8},
-      {"tasks", 9},  // task generators, their scoring and the RNG, shared by eval/ and train/
+      {"util", 0},      {"gguf", 1},       {"tensor", 2},
+      {"tokenizer", 3}, {"kv", 4},  // the cache has its own shape struct (kv_shape.h): no model/ config
+      {"model", 5},                 // also the LoRA and LookaheadKV adapter files, quantize_file/preset
+      {"press", 6},     {"engine", 7},     {"chat", 8},
+      {"tasks", 9},   // task generators, their scoring and the RNG, shared by eval/ and train/
       {"train", 10},  // below lookahead/: the LookaheadKV trainer uses its AdamW and gradient ops
-      {"eval", 11},  {"lookahead", 11}, {"bench", 11},
-      {"server", 12}, {"cli", 13},
+      {"eval", 11},     {"lookahead", 11}, {"bench", 11},
+      {"server", 12},   {"cli", 13},
   };
   return ranks;
 }
@@ -55,9 +55,7 @@ std::vector<Include> project_includes(const std::filesystem::path& src) {
   return out;
 }
 
-std::string folder_of(const std::string& relative_file) {
-  return relative_file.substr(0, relative_file.find('/'));
-}
+std::string folder_of(const std::string& relative_file) { return relative_file.substr(0, relative_file.find('/')); }
 
 TEST(Layers, EveryFolderHasARank) {
   for (const auto& entry : std::filesystem::directory_iterator(KVSLIM_SOURCE_DIR "/src"))

@@ -211,7 +211,8 @@ TEST(LiveSessionRules, SnapKvSelectsAgainOverKeptPlusNewTokens) {
       std::vector<double> pooled(prefix);
       for (int64_t i = 0; i < prefix; ++i) {
         pooled[i] = v[i];
-        for (int64_t j = std::max<int64_t>(0, i - 3); j <= std::min(prefix - 1, i + 3); ++j) pooled[i] = std::max(pooled[i], v[j]);
+        for (int64_t j = std::max<int64_t>(0, i - 3); j <= std::min(prefix - 1, i + 3); ++j)
+          pooled[i] = std::max(pooled[i], v[j]);
       }
       std::vector<int64_t> order(prefix);
       std::iota(order.begin(), order.end(), 0);
@@ -379,9 +380,13 @@ TEST_P(EveryMethodMultiTurn, FourTurnsKeepAConsistentCache) {
         total += head.size();
         for (int64_t i = 0; i < head.size(); ++i) {
           ASSERT_LT(head.position(i), s.n_past());
-          if (i > 0) { ASSERT_GT(head.position(i), head.position(i - 1)); }
+          if (i > 0) {
+            ASSERT_GT(head.position(i), head.position(i - 1));
+          }
         }
-        if (can.budget_rule == BudgetRule::PerHead) { EXPECT_LE(head.size(), budget) << "turn " << turn; }
+        if (can.budget_rule == BudgetRule::PerHead) {
+          EXPECT_LE(head.size(), budget) << "turn " << turn;
+        }
       }
     if (can.budget_rule == BudgetRule::PerLayer || can.budget_rule == BudgetRule::PerModel) {
       EXPECT_LE(total, budget * kv.n_layers() * kv.n_kv_heads());
@@ -391,7 +396,9 @@ TEST_P(EveryMethodMultiTurn, FourTurnsKeepAConsistentCache) {
     PressState state;
     press->save_state(state);
     EXPECT_EQ(can.multi_turn == MultiTurnRule::CarryOver, !state.f32.empty() || !state.i64.empty()) << "turn " << turn;
-    if (can.multi_turn == MultiTurnRule::KeepAll) { EXPECT_EQ(total, s.n_past() * kv.n_layers() * kv.n_kv_heads()); }
+    if (can.multi_turn == MultiTurnRule::KeepAll) {
+      EXPECT_EQ(total, s.n_past() * kv.n_layers() * kv.n_kv_heads());
+    }
     for (int i = 0; i < 4; ++i) {
       const int32_t next = argmax(logits);
       fed.push_back(next);

@@ -11,7 +11,8 @@
 namespace kvslim::eval {
 namespace {
 
-const char* const kJsonl = R"({"context": "Paris is the capital of France.", "input": "What is the capital of France?", "answers": ["Paris"], "length": 6, "dataset": "hotpotqa", "_id": "x1"}
+const char* const kJsonl =
+    R"({"context": "Paris is the capital of France.", "input": "What is the capital of France?", "answers": ["Paris"], "length": 6, "dataset": "hotpotqa", "_id": "x1"}
 {"context": "broken
 {"context": "c", "input": "q", "answers": "Paris", "length": 1, "dataset": "hotpotqa"}
 
@@ -49,7 +50,8 @@ TEST(LongBench, ReaderLoadsGoodLinesAndNamesEachBadOne) {
 }
 
 TEST(LongBench, ReaderReportsARetrievalAnswerWithoutAParagraph) {
-  std::istringstream in(R"({"context": "c", "input": "q", "answers": ["3"], "length": 1, "dataset": "passage_retrieval_en"})");
+  std::istringstream in(
+      R"({"context": "c", "input": "q", "answers": ["3"], "length": 1, "dataset": "passage_retrieval_en"})");
   const LongBenchData data = read_longbench(in);
   EXPECT_TRUE(data.samples.empty());
   ASSERT_EQ(data.errors.size(), 1u);
@@ -72,13 +74,22 @@ TEST(LongBench, ReadsAFileAndNamesAMissingOne) {
 
 TEST(LongBench, DatasetsMapToLongBenchsMetrics) {
   using M = LongBenchMetric;
-  const std::vector<std::pair<std::string, M>> expected = {
-      {"narrativeqa", M::QaF1},     {"qasper", M::QaF1},       {"multifieldqa_en", M::QaF1},
-      {"hotpotqa", M::QaF1},        {"2wikimqa", M::QaF1},     {"musique", M::QaF1},
-      {"gov_report", M::RougeL},    {"qmsum", M::RougeL},      {"multi_news", M::RougeL},
-      {"samsum", M::RougeL},        {"trec", M::Classification}, {"triviaqa", M::QaF1},
-      {"passage_retrieval_en", M::Retrieval}, {"passage_count", M::Count}, {"lcc", M::CodeSim},
-      {"repobench-p", M::CodeSim}};
+  const std::vector<std::pair<std::string, M>> expected = {{"narrativeqa", M::QaF1},
+                                                           {"qasper", M::QaF1},
+                                                           {"multifieldqa_en", M::QaF1},
+                                                           {"hotpotqa", M::QaF1},
+                                                           {"2wikimqa", M::QaF1},
+                                                           {"musique", M::QaF1},
+                                                           {"gov_report", M::RougeL},
+                                                           {"qmsum", M::RougeL},
+                                                           {"multi_news", M::RougeL},
+                                                           {"samsum", M::RougeL},
+                                                           {"trec", M::Classification},
+                                                           {"triviaqa", M::QaF1},
+                                                           {"passage_retrieval_en", M::Retrieval},
+                                                           {"passage_count", M::Count},
+                                                           {"lcc", M::CodeSim},
+                                                           {"repobench-p", M::CodeSim}};
   EXPECT_EQ(longbench_datasets().size(), expected.size());
   for (const auto& [name, metric] : expected) EXPECT_EQ(longbench_dataset(name).metric, metric) << name;
   EXPECT_EQ(longbench_dataset("gov_report").max_new_tokens, 512);

@@ -57,9 +57,11 @@ TEST(LookaheadBeside, GenerateWithoutAnAdapterNamesTheFileItLookedFor) {
   const ModelFolder f = model_folder("beside-none", false);
   const std::string gen = "generate -m " + f.model + " -p 'the cat' -n 1 --press lookaheadkv --budget 2";
   expect_clean_error(run(gen), f.adapter + " does not exist");
-  expect_clean_error(run(gen + " --lookahead-adapter " + f.adapter), "--lookahead-adapter: no file '" + f.adapter + "'");
+  expect_clean_error(run(gen + " --lookahead-adapter " + f.adapter),
+                     "--lookahead-adapter: no file '" + f.adapter + "'");
   // Other methods do not care whether an adapter exists.
-  EXPECT_EQ(run("generate -m " + f.model + " -p 'the cat' -n 1 --press snapkv --budget 2 --press-opt window=1").exit_code, 0);
+  EXPECT_EQ(
+      run("generate -m " + f.model + " -p 'the cat' -n 1 --press snapkv --budget 2 --press-opt window=1").exit_code, 0);
 }
 
 TEST(LookaheadBeside, ChatFindsTheAdapterBesideTheModel) {
@@ -115,7 +117,8 @@ TEST(LookaheadBeside, AServerWithoutAnAdapterRefusesSayingHowToStartIt) {
   const std::string message = r["error"]["message"];
   EXPECT_NE(message.find(f.adapter + " does not exist"), std::string::npos) << message;
   EXPECT_NE(message.find("--lookahead-adapter FILE"), std::string::npos) << message;
-  EXPECT_EQ(completion(server, {{"press", "snapkv"}, {"budget", 8}, {"press_options", {{"window", 2}}}})["status"], 200);
+  EXPECT_EQ(completion(server, {{"press", "snapkv"}, {"budget", 8}, {"press_options", {{"window", 2}}}})["status"],
+            200);
 }
 
 TEST(LookaheadBeside, AServerStartedWithLookaheadAdapterUsesIt) {

@@ -161,7 +161,7 @@ TEST(LookaheadObjective, GradientMatchesFiniteDifferencesInDouble) {
     const int64_t lora0 = objective.embd_size();
     for (int l = 0; l < layout.n_layers(); ++l)
       for (LoraSite site : kAllLoraSites)
-        for (int64_t k : {int64_t(0), int64_t(7), int64_t(layout.rank()) * layout.in(site) - 1}) {
+        for (int64_t k : {int64_t(0), int64_t(7), int64_t(layout.rank()) * layout.in(site)-1}) {
           coords.push_back(lora0 + layout.a_offset(l, site) + k);
           coords.push_back(lora0 + layout.b_offset(l, site) + k % (int64_t(layout.rank()) * layout.out(site)));
         }

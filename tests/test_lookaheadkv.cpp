@@ -165,7 +165,7 @@ TEST(LookaheadRows, LoraOnRowsEqualsTheMergedModel) {
 // ---- the press in a session ----
 
 struct Prefilled {
-  std::vector<float> logits;  // the prompt's last
+  std::vector<float> logits;                                  // the prompt's last
   std::vector<std::vector<std::vector<float>>> keys, values;  // [layer * kv_heads + head][token]
   std::vector<std::vector<int64_t>> positions;
   std::vector<std::vector<float>> scores;
@@ -306,7 +306,8 @@ TEST(LookaheadKvPress, AdapterOfAnotherModelIsRefused) {
   const auto model = Model::load(tiny_model_path(7));
   const auto other = Model::load(tiny_model_path(8));
   const std::string path = random_adapter_path(*model);
-  const std::string msg = message_of([&] { prefill(*other, prompt_tokens(50, 256), "lookaheadkv", {"adapter=" + path}, 20); });
+  const std::string msg =
+      message_of([&] { prefill(*other, prompt_tokens(50, 256), "lookaheadkv", {"adapter=" + path}, 20); });
   EXPECT_NE(msg.find(fmt::format("{:016x}", model_fingerprint(*model))), std::string::npos) << msg;
   EXPECT_NE(msg.find(fmt::format("{:016x}", model_fingerprint(*other))), std::string::npos) << msg;
   // Refused even when the budget would make the press a no-op.
@@ -326,7 +327,8 @@ TEST(LookaheadAdapterFile, SavesAndLoadsEveryValue) {
   EXPECT_EQ(b.lora.alpha(), 12.0f);
   EXPECT_EQ(b.base_fingerprint, a.base_fingerprint);
   EXPECT_EQ(b.embd, a.embd);
-  EXPECT_TRUE(std::equal(a.lora.params().begin(), a.lora.params().end(), b.lora.params().begin(), b.lora.params().end()));
+  EXPECT_TRUE(
+      std::equal(a.lora.params().begin(), a.lora.params().end(), b.lora.params().begin(), b.lora.params().end()));
 }
 
 TEST(LookaheadAdapterFile, InitialAdapterStartsAsTheBaseModel) {
@@ -403,9 +405,7 @@ TEST(LookaheadAdapterFile, CorruptFilesAreRefusedNamingTheFault) {
   const ModelConfig& c = model->config();
   const uint64_t fp = model_fingerprint(*model);
   const std::string good = random_adapter_path(*model, {4, 2, 8});
-  auto load_error = [&](const std::string& path) {
-    return message_of([&] { LookaheadAdapter::load(path, c, fp); });
-  };
+  auto load_error = [&](const std::string& path) { return message_of([&] { LookaheadAdapter::load(path, c, fp); }); };
   auto expect_error = [&](const std::string& path, const std::string& needle) {
     const std::string msg = load_error(path);
     EXPECT_NE(msg.find(needle), std::string::npos) << msg;
@@ -436,16 +436,18 @@ TEST(LookaheadAdapterFile, CorruptFilesAreRefusedNamingTheFault) {
                            return true;
                          }),
                "tensor 'blk.0.attn_output.lora_b' holds a non-finite value at element 2");
-  expect_error(rewritten(good, "a-extra.gguf", [](TensorEdit&) { return true; }, {}, true), "tensors, expected");
+  expect_error(rewritten(
+                   good, "a-extra.gguf", [](TensorEdit&) { return true; }, {}, true),
+               "tensors, expected");
   expect_error(rewritten(good, "a-arch.gguf", [](TensorEdit&) { return true; },
                          {{"general.architecture", gguf::Value::of_string("llama")}}),
                "not a LookaheadKV adapter");
   expect_error(rewritten(good, "a-rank.gguf", [](TensorEdit&) { return true; },
                          {{"lookahead.lora_rank", gguf::Value::of_u32(0)}}),
                "lookahead.lora_rank 0 is outside [1, 4096]");
-  expect_error(rewritten(good, "a-count.gguf", [](TensorEdit&) { return true; },
-                         {{"lookahead.count", gguf::Value::of_u32(5)}}),
-               "tensor 'lookahead.embd' has shape");
+  expect_error(
+      rewritten(good, "a-count.gguf", [](TensorEdit&) { return true; }, {{"lookahead.count", gguf::Value::of_u32(5)}}),
+      "tensor 'lookahead.embd' has shape");
   expect_error(testing::temp_path("no-such-adapter.gguf"), "cannot open");
   expect_error(tiny_model_path(), "not a LookaheadKV adapter");
 }

@@ -120,8 +120,8 @@ TEST_P(Int8Gemm, EveryLevelMatchesReferenceAndTheOthersOnOddShapes) {
   if (k_quant) {
     shapes = {{2, 1, 256}, {17, 33, 256}, {33, 47, 768}, {31, 15, 512}, {48, 65, 1280}, {19, 131, 256}};
   } else {
-    shapes = {{2, 3, 32},   {17, 33, 64},  {15, 31, 96},   {33, 47, 288},
-              {50, 1, 32},  {31, 65, 544}, {40, 40, 1056}, {21, 150, 96}};
+    shapes = {{2, 3, 32},  {17, 33, 64},  {15, 31, 96},   {33, 47, 288},
+              {50, 1, 32}, {31, 65, 544}, {40, 40, 1056}, {21, 150, 96}};
   }
   uint32_t seed = 1;
   for (const Shape& s : shapes) {
@@ -205,8 +205,8 @@ TEST_P(Int8Gemm, MatmulTakesTheInt8Gemm) {
 }
 
 INSTANTIATE_TEST_SUITE_P(BlockTypes, Int8Gemm,
-                         ::testing::Values(DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1,
-                                           DType::Q4_K, DType::Q5_K, DType::IQ4_NL, DType::IQ4_XS),
+                         ::testing::Values(DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q4_K,
+                                           DType::Q5_K, DType::IQ4_NL, DType::IQ4_XS),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
 TEST(Int8GemmPaths, ThreadCountDoesNotChangeResults) {

@@ -51,9 +51,9 @@ struct TinyModel {
 };
 
 inline std::string make_model(const TinyModel& m) {
-  const std::string path = temp_path(fmt::format("model-{}-{}-{}-{}-{}-{}-{}-{}-{}-{}.gguf", arch_name(m.arch),
-                                                 dtype_name(m.type), m.layers, m.dim, m.heads, m.kv_heads, m.ffn,
-                                                 m.tied, m.rope_freqs, m.seed));
+  const std::string path =
+      temp_path(fmt::format("model-{}-{}-{}-{}-{}-{}-{}-{}-{}-{}.gguf", arch_name(m.arch), dtype_name(m.type), m.layers,
+                            m.dim, m.heads, m.kv_heads, m.ffn, m.tied, m.rope_freqs, m.seed));
   if (std::filesystem::exists(path)) return path;
   RandomModelSpec spec;
   spec.config.arch = m.arch;

@@ -115,7 +115,8 @@ TEST(IsaKernels, BlockTypesAutoPathMatchesScalarPathAtEveryLevel) {
       std::vector<float> a(5), b(5);
       matvec(w.view, x.data(), a.data(), pool, QuantKernel::Auto);
       matvec(w.view, x.data(), b.data(), pool, QuantKernel::Scalar);
-      for (int r = 0; r < 5; ++r) ASSERT_NEAR(a[r], b[r], 1e-5 * mag[r] + 1e-7) << dtype_name(t) << " " << isa_name(isa);
+      for (int r = 0; r < 5; ++r)
+        ASSERT_NEAR(a[r], b[r], 1e-5 * mag[r] + 1e-7) << dtype_name(t) << " " << isa_name(isa);
     }
   }
 }
@@ -282,7 +283,8 @@ TEST(IsaKernels, DotAndRmsnormMatchScalarLevel) {
       std::vector<float> y(static_cast<size_t>(n));
       rmsnorm(a.data(), w.data(), y.data(), n, 1e-5f);
       for (int64_t i = 0; i < n; ++i) {
-        ASSERT_NEAR(y[i], want_norm[i], 1e-5 * std::fabs(want_norm[i]) + 1e-7) << n << " " << i << " at " << isa_name(isa);
+        ASSERT_NEAR(y[i], want_norm[i], 1e-5 * std::fabs(want_norm[i]) + 1e-7)
+            << n << " " << i << " at " << isa_name(isa);
       }
     }
   }

@@ -157,11 +157,11 @@ TEST(OpsFp16, HandPickedValues) {
   EXPECT_EQ(fp32_to_fp16(1.0f), 0x3c00);
   EXPECT_EQ(fp32_to_fp16(-2.0f), 0xc000);
   EXPECT_EQ(fp32_to_fp16(65504.0f), 0x7bff);
-  EXPECT_EQ(fp32_to_fp16(65519.99f), 0x7bff);       // below the halfway point to 65536
-  EXPECT_EQ(fp32_to_fp16(65520.0f), 0x7c00);        // ties to even: overflows to inf
-  EXPECT_EQ(fp32_to_fp16(6.103515625e-05f), 0x0400);  // smallest normal 2^-14
-  EXPECT_EQ(fp32_to_fp16(6.0975551605224609e-05f), 0x03ff);  // largest subnormal
-  EXPECT_EQ(fp32_to_fp16(5.9604644775390625e-08f), 0x0001);  // smallest subnormal 2^-24
+  EXPECT_EQ(fp32_to_fp16(65519.99f), 0x7bff);                 // below the halfway point to 65536
+  EXPECT_EQ(fp32_to_fp16(65520.0f), 0x7c00);                  // ties to even: overflows to inf
+  EXPECT_EQ(fp32_to_fp16(6.103515625e-05f), 0x0400);          // smallest normal 2^-14
+  EXPECT_EQ(fp32_to_fp16(6.0975551605224609e-05f), 0x03ff);   // largest subnormal
+  EXPECT_EQ(fp32_to_fp16(5.9604644775390625e-08f), 0x0001);   // smallest subnormal 2^-24
   EXPECT_EQ(fp32_to_fp16(2.98023223876953125e-08f), 0x0000);  // 2^-25: tie -> even (0)
   EXPECT_EQ(fp32_to_fp16(2.98023259e-08f), 0x0001);           // just above the tie
   EXPECT_EQ(fp32_to_fp16(8.94069671630859375e-08f), 0x0002);  // 1.5 * 2^-24: tie -> even (2)
@@ -172,7 +172,7 @@ TEST(OpsFp16, HandPickedValues) {
   const uint16_t nan = fp32_to_fp16(std::numeric_limits<float>::quiet_NaN());
   EXPECT_EQ(nan & 0x7c00, 0x7c00);
   EXPECT_NE(nan & 0x03ff, 0);
-  EXPECT_EQ(fp32_to_fp16(1.0f / 3.0f), 0x3555);  // 0.333251953125
+  EXPECT_EQ(fp32_to_fp16(1.0f / 3.0f), 0x3555);     // 0.333251953125
   EXPECT_EQ(fp32_to_fp16(1.00048828125f), 0x3c00);  // 1 + 2^-11: tie -> even (1.0)
   EXPECT_EQ(fp32_to_fp16(1.00146484375f), 0x3c02);  // 1 + 3*2^-11: tie -> even (1 + 2^-9)
   EXPECT_EQ(fp32_to_fp16(1e-10f), 0x0000);
@@ -232,7 +232,7 @@ TEST(OpsFp16, PortableMatchesHardwareOnRandomFloats) {
 TEST(OpsBf16, HandPickedValues) {
   EXPECT_EQ(fp32_to_bf16(1.0f), 0x3f80);
   EXPECT_EQ(fp32_to_bf16(-2.0f), 0xc000);
-  EXPECT_EQ(fp32_to_bf16(1.0f / 3.0f), 0x3eab);  // 0x3eaaaaab rounds up
+  EXPECT_EQ(fp32_to_bf16(1.0f / 3.0f), 0x3eab);            // 0x3eaaaaab rounds up
   EXPECT_EQ(fp32_to_bf16(float_of(0x3f808000u)), 0x3f80);  // tie -> even
   EXPECT_EQ(fp32_to_bf16(float_of(0x3f818000u)), 0x3f82);  // tie -> even (up)
   EXPECT_EQ(fp32_to_bf16(float_of(0x3f808001u)), 0x3f81);
@@ -349,12 +349,14 @@ TEST_P(OpsMatvec, MatchesDoubleReference) {
         ASSERT_NEAR(y[r], e.value, e.tolerance) << dtype_name(type) << " " << rows << "x" << cols << " row " << r;
         if (type == DType::Q8_0) {
           // Against x quantised the same way, only float rounding remains.
-          ASSERT_NEAR(y[r], reference_dot_quantised_x(wr, x.data(), cols), 1e-5 * std::sqrt(double(cols)) + 1e-4 * std::fabs(e.value))
+          ASSERT_NEAR(y[r], reference_dot_quantised_x(wr, x.data(), cols),
+                      1e-5 * std::sqrt(double(cols)) + 1e-4 * std::fabs(e.value))
               << rows << "x" << cols << " row " << r;
         } else {
           const auto xs = x_as_kernels_see_it(type, x.data(), cols);
           const Expected exact = reference_dot(DType::F32, wr, xs.data(), cols);
-          ASSERT_NEAR(y[r], exact.value, exact.tolerance) << dtype_name(type) << " " << rows << "x" << cols << " row " << r;
+          ASSERT_NEAR(y[r], exact.value, exact.tolerance)
+              << dtype_name(type) << " " << rows << "x" << cols << " row " << r;
         }
       }
     }
@@ -437,7 +439,7 @@ TEST_P(OpsMatmul, MatchesDoubleReference) {
   struct Shape {
     int64_t n, rows, cols;
   };
-  const Shape shapes[] = {{1, 3, 32},   {2, 1, 64},    {5, 17, 96},  {13, 3, 2080},  {7, 45, 32},
+  const Shape shapes[] = {{1, 3, 32},   {2, 1, 64},      {5, 17, 96},   {13, 3, 2080}, {7, 45, 32},
                           {37, 17, 96}, {29, 100, 1024}, {64, 70, 544}, {12, 32, 256}, {25, 33, 2080}};
   std::vector<Shape> all(std::begin(shapes), std::end(shapes));
   if (type != DType::Q8_0) all.insert(all.end(), {{3, 5, 1}, {14, 19, 7}, {26, 40, 300}, {13, 33, 517}});
@@ -491,8 +493,8 @@ TEST(OpsGemmF32, StridedNtAndNnMatchDoubleReferenceAndAccumulate) {
     int64_t n, rows, k;
   };
   uint32_t seed = 500;
-  for (const Shape sh : {Shape{1, 1, 1}, Shape{13, 33, 64}, Shape{128, 256, 64}, Shape{25, 64, 300}, Shape{7, 5, 17},
-                         Shape{3, 4, 0}}) {
+  for (const Shape sh :
+       {Shape{1, 1, 1}, Shape{13, 33, 64}, Shape{128, 256, 64}, Shape{25, 64, 300}, Shape{7, 5, 17}, Shape{3, 4, 0}}) {
     const int64_t ldx = sh.k + 3, ldy = sh.rows + 5;
     const auto x = normal_vec(size_t(sh.n * ldx), seed++);
     const auto w = normal_vec(size_t(sh.rows * sh.k), seed++);  // nt: rows x k; nn: read as k x rows
@@ -537,7 +539,8 @@ TEST(OpsElementwise, Rmsnorm) {
     double ss = 0.0;
     for (float v : x) ss += double(v) * v;
     const double scale = 1.0 / std::sqrt(ss / n + 1e-5);
-    for (int64_t i = 0; i < n; ++i) ASSERT_NEAR(y[i], x[i] * scale * w[i], 1e-5 * std::fabs(x[i] * scale * w[i]) + 1e-7);
+    for (int64_t i = 0; i < n; ++i)
+      ASSERT_NEAR(y[i], x[i] * scale * w[i], 1e-5 * std::fabs(x[i] * scale * w[i]) + 1e-7);
   }
   // In place is allowed.
   auto x = normal_vec(100, 13);
@@ -552,7 +555,7 @@ TEST(OpsElementwise, SoftmaxSumsToOneAndMatchesReference) {
   for (int64_t n : {1, 2, 15, 16, 17, 100, 2048, 4099}) {
     auto x = normal_vec(static_cast<size_t>(n), 21, 5.0f);
     if (n > 3) x[3] = -std::numeric_limits<float>::infinity();  // a masked entry
-    if (n > 10) x[10] = 80.0f;                                     // large logits stay stable
+    if (n > 10) x[10] = 80.0f;                                  // large logits stay stable
     const auto orig = x;
     softmax_inplace(x.data(), n);
     double mx = -INFINITY;
@@ -726,7 +729,8 @@ TEST(OpsThreadPool, ParallelForCoversEveryIndexOnce) {
               for (int64_t i = b; i < e; ++i) hits[static_cast<size_t>(i)].fetch_add(1);
             },
             grain);
-        for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[static_cast<size_t>(i)].load(), 1) << n << "/" << grain << "/" << i;
+        for (int64_t i = 0; i < n; ++i)
+          ASSERT_EQ(hits[static_cast<size_t>(i)].load(), 1) << n << "/" << grain << "/" << i;
         EXPECT_FALSE(bad_range) << n << "/" << grain;
         EXPECT_LE(calls.load(), threads);
       }
@@ -782,9 +786,7 @@ TEST(OpsThreadPool, ExceptionsPropagateAndPoolStaysUsable) {
 TEST(OpsThreadPool, NestedDispatchRunsInline) {
   ThreadPool pool(2);
   std::atomic<int64_t> total{0};
-  pool.run([&](int, int) {
-    pool.parallel_for(10, [&](int64_t b, int64_t e) { total.fetch_add(e - b); });
-  });
+  pool.run([&](int, int) { pool.parallel_for(10, [&](int64_t b, int64_t e) { total.fetch_add(e - b); }); });
   EXPECT_EQ(total.load(), 20);
 }
 

@@ -74,8 +74,10 @@ State run(const std::string& method, const std::string& prefill_evict, bool step
                 {.engine = engine, .capacity = engine.context, .press = other_press.get(), .budget = 20, .seed = 3});
   other.begin_prefill(tokens(70, 9, n_vocab), 64);
   auto other_work = [&] {
-    if (other.prefilling()) other.prefill_step();
-    else other.decode(int32_t(std::max_element(other.last_logits(), other.last_logits() + n_vocab) - other.last_logits()));
+    if (other.prefilling())
+      other.prefill_step();
+    else
+      other.decode(int32_t(std::max_element(other.last_logits(), other.last_logits() + n_vocab) - other.last_logits()));
   };
 
   State state;
@@ -144,7 +146,6 @@ TEST(PrefillSteps, HalfPrefilledSessionRefusesEverythingElse) {
   EXPECT_EQ(session.n_past(), 41);
 }
 
-
 // A later turn longer than the context: with block-wise eviction each head holds at most
 // budget + one block while it runs, so it fits (Session::check_turn_fits); evicting only at the
 // end of the turn needs the whole turn in the cache, which is refused with the session unchanged.
@@ -164,7 +165,12 @@ TEST(PrefillSteps, TurnLongerThanTheContextFitsWithBlockEviction) {
       c.prefill_evict = parse_prefill_evict(method == "keydiff" ? "end" : evict);  // KeyDiff always evicts per block
       const auto press = c.make_press();
       Session session(model, pool,
-                      {.engine = engine, .capacity = engine.context, .press = press.get(), .budget = kBudget, .n_predict = 8, .seed = 1});
+                      {.engine = engine,
+                       .capacity = engine.context,
+                       .press = press.get(),
+                       .budget = kBudget,
+                       .n_predict = 8,
+                       .seed = 1});
       session.feed_turn(tokens(60, 0, n_vocab), 8);
       const std::vector<int32_t> turn = tokens(150, 1, n_vocab);  // 150 > --ctx 100
       if (evict == "end" && method != "keydiff") {

@@ -44,8 +44,8 @@ class HookRecorder final : public ForwardingPress {
   void after_extend(PressContext& ctx) override { ForwardingPress::after_extend(ctx), note(); }
   void after_decode_step(PressContext& ctx) override { ForwardingPress::after_decode_step(ctx), note(); }
 
-  std::vector<std::vector<int64_t>> layer_totals;      // [hook][layer]
-  std::vector<std::vector<float>> first_scores;        // [layer * kv_heads + head]
+  std::vector<std::vector<int64_t>> layer_totals;  // [hook][layer]
+  std::vector<std::vector<float>> first_scores;    // [layer * kv_heads + head]
 
  private:
   void note() {
@@ -126,8 +126,9 @@ TEST(PressAdaKvRegistry, RanksTheInnerScoresAndRunsEveryHook) {
     std::string inner_list;
     for (const std::string& o : opts) inner_list += (inner_list.empty() ? "" : ",") + o;
     const auto plain = make_press(name, opts);
-    const auto wrapped = make_press("adakv:" + name, inner_list.empty() ? std::vector<std::string>{}
-                                                                         : std::vector<std::string>{"inner=" + inner_list});
+    const auto wrapped =
+        make_press("adakv:" + name,
+                   inner_list.empty() ? std::vector<std::string>{} : std::vector<std::string>{"inner=" + inner_list});
     const HookRecorder a = run(*model, *plain), b = run(*model, *wrapped);
 
     ASSERT_EQ(a.first_scores.size(), b.first_scores.size());
@@ -136,7 +137,9 @@ TEST(PressAdaKvRegistry, RanksTheInnerScoresAndRunsEveryHook) {
       EXPECT_EQ(a.first_scores[i], b.first_scores[i]) << "head " << i;
       // Not a degenerate ranking (all zeros was the bug for dapq and lookaheadkv).
       const auto [lo, hi] = std::minmax_element(a.first_scores[i].begin(), a.first_scores[i].end());
-      if (name != "random") { EXPECT_LT(*lo, *hi) << "head " << i << ": every score equal"; }
+      if (name != "random") {
+        EXPECT_LT(*lo, *hi) << "head " << i << ": every score equal";
+      }
     }
     EXPECT_EQ(a.layer_totals, b.layer_totals) << "a hook of the inner method did not run inside adakv";
   }

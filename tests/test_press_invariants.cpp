@@ -29,9 +29,9 @@ std::vector<std::string> required_options(const std::string& method, const Model
 }
 
 struct Outcome {
-  std::vector<int32_t> tokens;               // greedy continuation
-  std::vector<std::vector<float>> logits;    // prompt's last, then each decode step's
-  std::vector<std::vector<int64_t>> kept;    // positions per (layer, KV head) after prefill
+  std::vector<int32_t> tokens;             // greedy continuation
+  std::vector<std::vector<float>> logits;  // prompt's last, then each decode step's
+  std::vector<std::vector<int64_t>> kept;  // positions per (layer, KV head) after prefill
   uint64_t kv_bytes_after_prefill = 0;
 };
 
@@ -41,7 +41,8 @@ std::vector<int32_t> prompt_tokens(int n, int n_vocab) {
   return t;
 }
 
-Outcome run(const Model& model, const std::string& method, int64_t budget, int n_prompt, int n_predict, int batch = 16) {
+Outcome run(const Model& model, const std::string& method, int64_t budget, int n_prompt, int n_predict,
+            int batch = 16) {
   ThreadPool pool(2);
   EngineOptions options;
   options.batch = batch;
@@ -126,14 +127,22 @@ TEST_P(PressInvariants, KeptTokensFollowTheBudgetRule) {
         const auto& kept = r.kept[l * kv_heads + h];
         EXPECT_TRUE(std::is_sorted(kept.begin(), kept.end())) << "layer " << l << " head " << h;
         EXPECT_TRUE(std::adjacent_find(kept.begin(), kept.end()) == kept.end()) << "duplicate position";
-        if (rule == Rule::PerHead) { EXPECT_LE(int64_t(kept.size()), budget) << "layer " << l << " head " << h; }
-        if (rule == Rule::NoEviction) { EXPECT_EQ(int64_t(kept.size()), n_prompt); }
+        if (rule == Rule::PerHead) {
+          EXPECT_LE(int64_t(kept.size()), budget) << "layer " << l << " head " << h;
+        }
+        if (rule == Rule::NoEviction) {
+          EXPECT_EQ(int64_t(kept.size()), n_prompt);
+        }
         layer_total += int64_t(kept.size());
       }
-      if (rule == Rule::PerLayer) { EXPECT_LE(layer_total, kv_heads * budget) << "layer " << l; }
+      if (rule == Rule::PerLayer) {
+        EXPECT_LE(layer_total, kv_heads * budget) << "layer " << l;
+      }
       total += layer_total;
     }
-    if (rule == Rule::PerModel) { EXPECT_LE(total, layers * kv_heads * budget); }
+    if (rule == Rule::PerModel) {
+      EXPECT_LE(total, layers * kv_heads * budget);
+    }
     if (rule == Rule::PerHead || rule == Rule::PerLayer || rule == Rule::PerModel) {
       EXPECT_LT(total, int64_t(layers) * kv_heads * n_prompt) << "nothing evicted";
     }

@@ -43,8 +43,9 @@ ModelConfig small_config(int kv_heads, int head_dim = 8) {
 class FakeContext final : public testing::FakePressContext {
  public:
   FakeContext(const ModelConfig& config, int64_t capacity, int64_t budget, uint64_t seed = 1)
-      : FakePressContext(config, {.capacity = capacity, .page_tokens = 16, .budget = budget, .prompt = {},
-                                  .records_appended = true}),
+      : FakePressContext(
+            config,
+            {.capacity = capacity, .page_tokens = 16, .budget = budget, .prompt = {}, .records_appended = true}),
         rng_(seed) {}
 
   // Appends n tokens of random K/V to every head at the next positions.
@@ -67,7 +68,8 @@ class FakeContext final : public testing::FakePressContext {
 Rows rows_of(const HeadCache& head, int d, bool values) {
   Rows rows(head.size(), std::vector<double>(d));
   for (int64_t i = 0; i < head.size(); ++i)
-    for (int c = 0; c < d; ++c) rows[i][c] = values ? head.value_f32(i, nullptr)[c] : head.key_f32(i, nullptr)[c];  // f32 pages: in place
+    for (int c = 0; c < d; ++c)
+      rows[i][c] = values ? head.value_f32(i, nullptr)[c] : head.key_f32(i, nullptr)[c];  // f32 pages: in place
   return rows;
 }
 
@@ -396,8 +398,9 @@ TEST(PressDapq, PseudoTokensAreTheFirstAndLastPromptIds) {
   EXPECT_EQ(run(50, 20, {}), std::vector<std::vector<int32_t>>{want});
   EXPECT_EQ(run(50, 20, {"a=2", "b=3"}), (std::vector<std::vector<int32_t>>{{100, 101, 147, 148, 149}}));
   // A prompt shorter than b gives all its ids to the suffix part.
-  EXPECT_EQ(run(10, 5, {}),
-            (std::vector<std::vector<int32_t>>{{100, 101, 102, 103, 100, 101, 102, 103, 104, 105, 106, 107, 108, 109}}));
+  EXPECT_EQ(
+      run(10, 5, {}),
+      (std::vector<std::vector<int32_t>>{{100, 101, 102, 103, 100, 101, 102, 103, 104, 105, 106, 107, 108, 109}}));
   EXPECT_TRUE(run(50, 50, {}).empty());  // budget >= prompt: no extra forward pass
 }
 
@@ -466,7 +469,8 @@ TEST(PressDapq, BadOptionsAreRefused) {
 // Records each decode step's queries per layer; attention stays dense.
 class QueryRecorder final : public SparseSelector {
  public:
-  bool select(int layer, const float* q, const PagedKvCache& cache, std::vector<std::vector<int32_t>>&, ThreadPool&) override {
+  bool select(int layer, const float* q, const PagedKvCache& cache, std::vector<std::vector<int32_t>>&,
+              ThreadPool&) override {
     queries.emplace_back(layer, std::vector<float>(q, q + size_t(cache.n_heads()) * cache.head_dim()));
     return false;
   }

@@ -1,6 +1,7 @@
 // What the registry says a method can do agrees with what the method does: block-wise eviction
 // (none / through the option prefill=block / always) against the options it declares and whether
-// the press it builds evicts after every block by default; a press spec NAME:ARG is parsed once into the method and its argument.
+// the press it builds evicts after every block by default; a press spec NAME:ARG is parsed once into the method and its
+// argument.
 #include <gtest/gtest.h>
 
 #include <algorithm>

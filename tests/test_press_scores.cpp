@@ -490,8 +490,8 @@ std::vector<double> keydiff_reference(const std::vector<const float*>& keys, con
     for (size_t i = 0; i < n; ++i) column.push_back(unit[i][c]);
     std::sort(column.begin(), column.end());
     anchor[c] = v.anchor == "mean" ? std::accumulate(column.begin(), column.end(), 0.0) / n
-                : n % 2              ? column[n / 2]
-                                     : (column[n / 2 - 1] + column[n / 2]) / 2;
+                : n % 2            ? column[n / 2]
+                                   : (column[n / 2 - 1] + column[n / 2]) / 2;
   }
   double anchor_norm = 0;
   for (double a : anchor) anchor_norm += a * a;
@@ -667,7 +667,8 @@ TEST(PressScoresPageTypes, ScoresFollowTheStoredKeys) {
       s.begin(*press);
       s.prefill_blocks(*press, 16);
       for (int l = 0; l < 2; ++l)
-        for (int h = 0; h < 2; ++h) expect_scores(as_scorer(*press).score(s, l, h), group_mean_column_sums(s, l, h, n, n - 1));
+        for (int h = 0; h < 2; ++h)
+          expect_scores(as_scorer(*press).score(s, l, h), group_mean_column_sums(s, l, h, n, n - 1));
     }
     {
       FakeSession s(c, n, budget, 0, 13, t);

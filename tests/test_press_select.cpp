@@ -44,9 +44,9 @@ TEST(PressSelect, WindowPlusTopKeepsTheWindowAndTheBestOfThePrefix) {
 
 TEST(PressSelect, SmallCasesFollowTheSpecification) {
   const std::vector<float> prefix = {0.1f, 0.9f, 0.3f, 0.8f, 0.2f};
-  EXPECT_EQ(window_plus_top(prefix, 8, 3, 2), (Ids{6, 7}));             // B <= w: the last B
+  EXPECT_EQ(window_plus_top(prefix, 8, 3, 2), (Ids{6, 7}));                    // B <= w: the last B
   EXPECT_EQ(window_plus_top(prefix, 8, 3, 8), (Ids{0, 1, 2, 3, 4, 5, 6, 7}));  // B >= n: all
-  EXPECT_EQ(window_plus_top({}, 2, 3, 1), (Ids{1}));                    // window min(w, n)
+  EXPECT_EQ(window_plus_top({}, 2, 3, 1), (Ids{1}));                           // window min(w, n)
 }
 
 TEST(PressSelect, UnknownPoolingIsNamed) { EXPECT_THROW(pool_kind_from_name("mean"), Error); }
@@ -60,7 +60,7 @@ namespace {
 TEST(PressSelect, AllButLowestEvictsTheLowestCandidateAndTheHigherIndexOnTies) {
   std::vector<int32_t> keep;
   all_but_lowest(std::vector<float>{3, 1, 2, 1, 0}, 4, keep);  // 0 at index 4 is not a candidate
-  EXPECT_EQ(keep, (std::vector<int32_t>{0, 1, 2, 4}));           // tie at 1: index 3 goes
+  EXPECT_EQ(keep, (std::vector<int32_t>{0, 1, 2, 4}));         // tie at 1: index 3 goes
 }
 
 }  // namespace

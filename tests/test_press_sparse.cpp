@@ -441,7 +441,10 @@ INSTANTIATE_TEST_SUITE_P(PressSparse, PressSparseGroups, ::testing::Values(1, 2,
 TEST(PressSparse, AStepThatFitsInKReadsDensely) {
   // Budget 50: the step holding 50 tokens is dense, the next reads a subset (Quest: 3 pages of 16).
   const std::vector<std::tuple<std::string, std::vector<std::string>, size_t>> methods = {
-      {"exact_topk", {}, 50}, {"quest", {"page=5"}, 50}, {"quest", {}, 48}, {"sparq", {}, 50},
+      {"exact_topk", {}, 50},
+      {"quest", {"page=5"}, 50},
+      {"quest", {}, 48},
+      {"sparq", {}, 50},
       {"rocketkv", {"prompt_budget=1000", "top_k=50"}, 50}};
   for (const auto& [method, options, limit] : methods) {
     std::mt19937 rng(3);
@@ -638,8 +641,8 @@ TEST(PressSparseRocketKv, StageOneUsesTheLongKernelFromTheThreshold) {
   const int64_t n = 120;
   FakeContext ctx(config_for(2), 300, 8, n, 10);
   ctx.append_random(n, rng);
-  const auto press = make_press("rocketkv", {"window=8", "kernel=1", "kernel_long=5", "long_threshold=120",
-                                             "prompt_budget=40"});
+  const auto press =
+      make_press("rocketkv", {"window=8", "kernel=1", "kernel_long=5", "long_threshold=120", "prompt_budget=40"});
   press->begin(ctx);
   const auto expected = feed_votes_and_reference(*press, ctx, 8, 5, 40, rng);
   press->end_prefill(ctx);
@@ -658,8 +661,8 @@ TEST(PressSparseRocketKv, MultiTurnKeepsTheFullCacheAndDecodesOverTheWorkingSet)
     const int64_t n = 120;
     FakeContext ctx(config_for(group), 300, 8, n, 10);
     ctx.append_random(n, rng);
-    const auto press = make_press("rocketkv", {"window=8", "kernel=5", "prompt_budget=40", "page=3", "channels=6",
-                                               "top_k=12", "mt=true"});
+    const auto press = make_press(
+        "rocketkv", {"window=8", "kernel=5", "prompt_budget=40", "page=3", "channels=6", "top_k=12", "mt=true"});
     press->begin(ctx);
     const auto working = feed_votes_and_reference(*press, ctx, 8, 5, 40, rng);
     press->end_prefill(ctx);
@@ -725,8 +728,8 @@ TEST(PressSparseRocketKv, RunsOnATinyModelWithThePlannedStageOneBudget) {
     const int64_t budget = 32;
     std::vector<int32_t> prompt(n_prompt);
     for (int i = 0; i < n_prompt; ++i) prompt[i] = 3 + (i * 37 + 11) % (n_vocab - 3);
-    const RocketKvPlan plan = rocketkv_plan(n_prompt, n_predict, budget, model->config().head_dim,
-                                            RocketKvSplit::Released);
+    const RocketKvPlan plan =
+        rocketkv_plan(n_prompt, n_predict, budget, model->config().head_dim, RocketKvSplit::Released);
     for (const std::string mt : {"false", "true"}) {
       auto generate_tokens = [&] {
         const auto press = make_press("rocketkv", {"mt=" + mt});

@@ -33,11 +33,11 @@ TEST(QuantTypes, NamesIdsAndSizesFollowGgml) {
     int64_t block;
     size_t bytes;
   };
-  const Row rows[] = {{DType::Q4_0, "q4_0", 2, 32, 18},   {DType::Q4_1, "q4_1", 3, 32, 20},
-                      {DType::Q5_0, "q5_0", 6, 32, 22},   {DType::Q5_1, "q5_1", 7, 32, 24},
-                      {DType::Q2_K, "q2_k", 10, 256, 84}, {DType::Q3_K, "q3_k", 11, 256, 110},
-                      {DType::Q4_K, "q4_k", 12, 256, 144}, {DType::Q5_K, "q5_k", 13, 256, 176},
-                      {DType::Q6_K, "q6_k", 14, 256, 210}, {DType::IQ4_NL, "iq4_nl", 20, 32, 18},
+  const Row rows[] = {{DType::Q4_0, "q4_0", 2, 32, 18},       {DType::Q4_1, "q4_1", 3, 32, 20},
+                      {DType::Q5_0, "q5_0", 6, 32, 22},       {DType::Q5_1, "q5_1", 7, 32, 24},
+                      {DType::Q2_K, "q2_k", 10, 256, 84},     {DType::Q3_K, "q3_k", 11, 256, 110},
+                      {DType::Q4_K, "q4_k", 12, 256, 144},    {DType::Q5_K, "q5_k", 13, 256, 176},
+                      {DType::Q6_K, "q6_k", 14, 256, 210},    {DType::IQ4_NL, "iq4_nl", 20, 32, 18},
                       {DType::IQ4_XS, "iq4_xs", 23, 256, 136}};
   for (const Row& r : rows) {
     EXPECT_STREQ(dtype_name(r.t), r.name);
@@ -58,7 +58,8 @@ TEST(QuantTypes, RowLengthThatIsNotWholeBlocksIsAClearError) {
     (void)row_bytes(DType::Q4_K, 300);
     FAIL() << "no error";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("q4_k row length 300 is not a multiple of its block size 256"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("q4_k row length 300 is not a multiple of its block size 256"),
+              std::string::npos)
         << e.what();
   }
   std::vector<float> x(48, 1.0f);
@@ -77,8 +78,8 @@ TEST(QuantDequant, Q4_0NibblesAndOffset) {
     EXPECT_EQ(y[j], 0.5f * (j - 8)) << j;            // low nibbles: first half
     EXPECT_EQ(y[j + 16], 0.5f * (15 - j - 8)) << j;  // high nibbles: second half
   }
-  EXPECT_EQ(y[0], -4.0f);   // q = 0 -> -8 d
-  EXPECT_EQ(y[16], 3.5f);   // q = 15 -> 7 d
+  EXPECT_EQ(y[0], -4.0f);  // q = 0 -> -8 d
+  EXPECT_EQ(y[16], 3.5f);  // q = 15 -> 7 d
 }
 
 TEST(QuantDequant, Q4_1ScaleAndMin) {
@@ -144,8 +145,10 @@ TEST(QuantDequant, Q3_KSignedSixBitScalesAndHmask) {
   // Stored scales s_j (0..63, value s_j - 32): cover both extremes and the split 4+2 bit packing.
   const int s[16] = {0, 63, 32, 31, 1, 62, 17, 48, 5, 40, 33, 20, 60, 2, 47, 16};
   for (int j = 0; j < 16; ++j) {
-    if (j < 8) b.scales[j] |= static_cast<uint8_t>(s[j] & 0xF);
-    else b.scales[j - 8] |= static_cast<uint8_t>((s[j] & 0xF) << 4);
+    if (j < 8)
+      b.scales[j] |= static_cast<uint8_t>(s[j] & 0xF);
+    else
+      b.scales[j - 8] |= static_cast<uint8_t>((s[j] & 0xF) << 4);
     b.scales[8 + j % 4] |= static_cast<uint8_t>((s[j] >> 4) << (2 * (j / 4)));
   }
   for (int i = 0; i < 64; ++i) b.qs[i] = static_cast<uint8_t>(i * 53 + 7);
@@ -290,14 +293,14 @@ TEST(QuantRoundTrip, RmsErrorWithinBoundsForGaussianWeights) {
     DType t;
     double max_rel;
   };
-  const Bound bounds[] = {{DType::Q4_0, 0.12},  // measured ~0.10
-                          {DType::Q4_1, 0.10},  // ~0.08
-                          {DType::Q5_0, 0.06},  // ~0.05
-                          {DType::Q5_1, 0.05},  // ~0.04
-                          {DType::Q2_K, 0.40},  // ~0.30
-                          {DType::Q3_K, 0.20},  // ~0.15
-                          {DType::Q4_K, 0.10},  // ~0.08
-                          {DType::Q5_K, 0.05},  // ~0.04
+  const Bound bounds[] = {{DType::Q4_0, 0.12},    // measured ~0.10
+                          {DType::Q4_1, 0.10},    // ~0.08
+                          {DType::Q5_0, 0.06},    // ~0.05
+                          {DType::Q5_1, 0.05},    // ~0.04
+                          {DType::Q2_K, 0.40},    // ~0.30
+                          {DType::Q3_K, 0.20},    // ~0.15
+                          {DType::Q4_K, 0.10},    // ~0.08
+                          {DType::Q5_K, 0.05},    // ~0.04
                           {DType::Q6_K, 0.025},   // ~0.02
                           {DType::IQ4_NL, 0.11},  // ~0.09 (finer levels near 0 than q4_0)
                           {DType::IQ4_XS, 0.11}};
@@ -349,8 +352,8 @@ TEST(QuantRoundTrip, ZerosStayZeroAndTheExtremeIsExactForSymmetricTypes) {
 }
 
 // The iq4 quantisers against checks written here (tools outside the tests found them byte-
-// identical to ggml's): every value sits on the level nearest to it for its (sub-)block's scale, and for iq4_nl the chosen scale's weighted (x^2) error
-// is no worse than that of the plain scale putting the largest value on level -127.
+// identical to ggml's): every value sits on the level nearest to it for its (sub-)block's scale, and for iq4_nl the
+// chosen scale's weighted (x^2) error is no worse than that of the plain scale putting the largest value on level -127.
 TEST(QuantRoundTrip, IQ4ValuesSitOnTheirNearestLevelAndTheScaleBeatsThePlainOne) {
   const auto x = gaussian(256 * 8, 17, 1.0f);
   for (DType t : {DType::IQ4_NL, DType::IQ4_XS}) {
@@ -429,7 +432,8 @@ TEST(QuantRoundTrip, KQuantsHandleOffsetAndMixedScaleBlocks) {
       for (int i = 0; i < 256; ++i) amax = std::max(amax, std::fabs(x[256 * blk + i]));
       // Worst case: the largest range in the super-block spread over 2^bits levels, one step.
       const double step = 2.0 * amax / (std::pow(2.0, bits) - 1);
-      for (int i = 0; i < 256; ++i) EXPECT_LE(std::fabs(y[256 * blk + i] - x[256 * blk + i]), step) << dtype_name(t) << " " << i;
+      for (int i = 0; i < 256; ++i)
+        EXPECT_LE(std::fabs(y[256 * blk + i] - x[256 * blk + i]), step) << dtype_name(t) << " " << i;
     }
   }
 }

@@ -141,8 +141,8 @@ TEST_P(QuantDot, EveryPathMatchesDoubleReferenceOnOddRowCounts) {
   ASSERT_FALSE(available.empty());
   ASSERT_EQ(available.back(), QuantKernel::Scalar);  // every level has the scalar path
   for (QuantKernel path : {QuantKernel::Vnni, QuantKernel::Avx2, QuantKernel::Neon, QuantKernel::Scalar}) {
-    SCOPED_TRACE(std::string(dtype_name(t)) + " on the " + path_name(path) + " path at the " +
-                 isa_name(active_isa()) + " level");
+    SCOPED_TRACE(std::string(dtype_name(t)) + " on the " + path_name(path) + " path at the " + isa_name(active_isa()) +
+                 " level");
     std::vector<float> y(rows, -1.0f);
     if (std::find(available.begin(), available.end(), path) == available.end()) {
       EXPECT_THROW(matvec(m.view, x.data(), y.data(), one, path), Error);
@@ -207,7 +207,9 @@ TEST(QuantDot, RowLengthThatIsNotWholeBlocksIsRefused) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllBlockTypes, QuantDot, ::testing::ValuesIn(kBlockTypes),
-                         [](const ::testing::TestParamInfo<DType>& info) { return std::string(dtype_name(info.param)); });
+                         [](const ::testing::TestParamInfo<DType>& info) {
+                           return std::string(dtype_name(info.param));
+                         });
 
 }  // namespace
 }  // namespace kvslim

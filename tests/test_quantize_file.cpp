@@ -69,14 +69,19 @@ TEST(QuantizeFile, Q4KMRoundTripThroughTheReader) {
 
   // Hand-derived from the preset table for 2 layers: the "more bits" layers are {1} (i >= 7n/8).
   const std::map<std::string, DType> expected = {
-      {"token_embd.weight", DType::Q4_K},     {"output.weight", DType::Q6_K},
-      {"blk.0.attn_q.weight", DType::Q4_K},   {"blk.0.attn_k.weight", DType::Q4_K},
-      {"blk.0.attn_v.weight", DType::Q4_K},   {"blk.1.attn_v.weight", DType::Q6_K},
+      {"token_embd.weight", DType::Q4_K},
+      {"output.weight", DType::Q6_K},
+      {"blk.0.attn_q.weight", DType::Q4_K},
+      {"blk.0.attn_k.weight", DType::Q4_K},
+      {"blk.0.attn_v.weight", DType::Q4_K},
+      {"blk.1.attn_v.weight", DType::Q6_K},
       {"blk.0.attn_output.weight", DType::Q4_K},
-      {"blk.0.ffn_gate.weight", DType::Q4_K}, {"blk.1.ffn_up.weight", DType::Q4_K},
+      {"blk.0.ffn_gate.weight", DType::Q4_K},
+      {"blk.1.ffn_up.weight", DType::Q4_K},
       {"blk.0.ffn_down.weight", DType::Q5_0},  // q4_k wanted, 384-wide rows: fallback
       {"blk.1.ffn_down.weight", DType::Q8_0},  // q6_k wanted (more bits), fallback
-      {"output_norm.weight", DType::F32},     {"blk.1.attn_norm.weight", DType::F32},
+      {"output_norm.weight", DType::F32},
+      {"blk.1.attn_norm.weight", DType::F32},
   };
   for (const auto& [name, type] : expected) {
     const gguf::TensorInfo* t = out.find_tensor(name);

@@ -98,8 +98,8 @@ TEST(Server, TokenizeDetokenizeAndApplyTemplate) {
 TEST(Server, CompletionEqualsTheCliForTheSameSeed) {
   ServerProcess& server = shared_server();
   const json cli = cli_generate(kPrompt, "-n 12 --seed 5 --temp 0.9");
-  auto [status, out] = server.post("/v1/completions", json{{"prompt", kPrompt}, {"max_tokens", 12}, {"seed", 5},
-                                                           {"temperature", 0.9}}.dump());
+  auto [status, out] = server.post(
+      "/v1/completions", json{{"prompt", kPrompt}, {"max_tokens", 12}, {"seed", 5}, {"temperature", 0.9}}.dump());
   ASSERT_EQ(status, 200) << out;
   EXPECT_EQ(out["object"], "text_completion");
   EXPECT_EQ(out["choices"][0]["text"], cli["text"]);
@@ -128,7 +128,8 @@ TEST(Server, StreamingSendsTheSameTextAsEventsEndingInDone) {
   ASSERT_GE(events.size(), 2u);
   EXPECT_EQ(events.back(), "[DONE]");
   std::string text;
-  for (size_t i = 0; i + 1 < events.size(); ++i) text += json::parse(events[i])["choices"][0]["text"].get<std::string>();
+  for (size_t i = 0; i + 1 < events.size(); ++i)
+    text += json::parse(events[i])["choices"][0]["text"].get<std::string>();
   EXPECT_EQ(text, whole["choices"][0]["text"]);
   const json last = json::parse(events[events.size() - 2]);
   EXPECT_EQ(last["choices"][0]["finish_reason"], whole["choices"][0]["finish_reason"]);
@@ -198,7 +199,8 @@ TEST(Server, PerRequestCompressionReachesTheEngine) {
   EXPECT_EQ(ratio["kv"]["budget"], n_prompt / 2);
   EXPECT_GT(snap["kv"]["score_ms"].get<double>(), 0);
   // Method options arrive too: a StreamingLLM sink size shows in which positions survive.
-  const json streaming = ask({{"press", "streaming_llm"}, {"budget", 40}, {"press_options", {{"sinks", 8}}}, {"kv_map", true}});
+  const json streaming =
+      ask({{"press", "streaming_llm"}, {"budget", 40}, {"press_options", {{"sinks", 8}}}, {"kv_map", true}});
   ASSERT_EQ(streaming["kv"]["press"], "streaming_llm") << streaming;
   const json runs = streaming["kv"]["map"]["layers"][0][0];
   ASSERT_EQ(runs.size(), 2u) << runs;
@@ -221,31 +223,47 @@ TEST(Server, BadCompressionIsRefusedNamingTheFieldAndTheValidValues) {
   refused({{"budget", 0}}, "budget", "budget must be > 0");
   refused({{"ratio", 1.5}}, "ratio", "ratio must be in [0, 1)");
   refused({{"budget", 4}, {"ratio", 0.5}}, "budget", "not both");
-  refused({{"press", "snapkv"}, {"press_options", {{"nosuch", 1}}}}, "press_options", "unknown option 'nosuch' (valid:");
+  refused({{"press", "snapkv"}, {"press_options", {{"nosuch", 1}}}}, "press_options",
+          "unknown option 'nosuch' (valid:");
   refused({{"press", "snapkv"}, {"press_options", {{"window", "x"}}}}, "press_options", "window");
-  refused({{"press", "lookaheadkv"}, {"press_options", {{"adapter", "/etc/passwd"}}}}, "press_options", "cannot name files");
+  refused({{"press", "lookaheadkv"}, {"press_options", {{"adapter", "/etc/passwd"}}}}, "press_options",
+          "cannot name files");
   refused({{"press_options", "window=4"}}, "press_options", "must be an object");
 }
 
 TEST(Server, MalformedAndHostileRequestsAre400sNotCrashes) {
   ServerProcess& server = shared_server();
-  const std::vector<std::string> bodies = {
-      "", "{", "[1, 2]", "null", "\"text\"", "{\"prompt\": 5}", "{\"prompt\": \"x\", \"max_tokens\": \"5\"}",
-      "{\"prompt\": \"x\", \"max_tokens\": 1e30}", "{\"prompt\": \"x\", \"max_tokens\": 99999999999999999999999}",
-      "{\"prompt\": \"x\", \"max_tokens\": -1}", "{\"prompt\": \"x\", \"temperature\": -1}",
-      "{\"prompt\": \"x\", \"top_p\": 2}", "{\"prompt\": \"x\", \"seed\": 1.5}", "{\"prompt\": \"x\", \"stop\": [1]}",
-      "{\"prompt\": \"x\", \"budget\": 1e400}", "{\"prompt\": \"x\", \"n\": 3}", "{\"prompt\": [\"a\", \"b\"]}",
-      "{\"prompt\": [1, -5]}", "{\"prompt\": [1, 999999]}", "{\"prompt\": []}", "{\"prompt\": \"\xff\xfe\"}",
-      "{\"prompt\": \"x\", \"logprobs\": 1000}", std::string("{\"prompt\": \"a\0b\"}", 17),
-      std::string(100000, '[') + std::string(100000, ']')};
+  const std::vector<std::string> bodies = {"",
+                                           "{",
+                                           "[1, 2]",
+                                           "null",
+                                           "\"text\"",
+                                           "{\"prompt\": 5}",
+                                           "{\"prompt\": \"x\", \"max_tokens\": \"5\"}",
+                                           "{\"prompt\": \"x\", \"max_tokens\": 1e30}",
+                                           "{\"prompt\": \"x\", \"max_tokens\": 99999999999999999999999}",
+                                           "{\"prompt\": \"x\", \"max_tokens\": -1}",
+                                           "{\"prompt\": \"x\", \"temperature\": -1}",
+                                           "{\"prompt\": \"x\", \"top_p\": 2}",
+                                           "{\"prompt\": \"x\", \"seed\": 1.5}",
+                                           "{\"prompt\": \"x\", \"stop\": [1]}",
+                                           "{\"prompt\": \"x\", \"budget\": 1e400}",
+                                           "{\"prompt\": \"x\", \"n\": 3}",
+                                           "{\"prompt\": [\"a\", \"b\"]}",
+                                           "{\"prompt\": [1, -5]}",
+                                           "{\"prompt\": [1, 999999]}",
+                                           "{\"prompt\": []}",
+                                           "{\"prompt\": \"\xff\xfe\"}",
+                                           "{\"prompt\": \"x\", \"logprobs\": 1000}",
+                                           std::string("{\"prompt\": \"a\0b\"}", 17),
+                                           std::string(100000, '[') + std::string(100000, ']')};
   for (const std::string& body : bodies) {
     auto [status, out] = server.post("/v1/completions", body);
     EXPECT_EQ(status, 400) << body.substr(0, 80);
     EXPECT_TRUE(out.is_object() && out.contains("error")) << body.substr(0, 80);
   }
   for (const std::string body : {"{}", "{\"messages\": []}", "{\"messages\": [{\"content\": \"x\"}]}",
-                                 "{\"messages\": [{\"role\": \"user\", \"content\": 7}]}",
-                                 "{\"messages\": \"hi\"}"}) {
+                                 "{\"messages\": [{\"role\": \"user\", \"content\": 7}]}", "{\"messages\": \"hi\"}"}) {
     auto [status, out] = server.post("/v1/chat/completions", body);
     EXPECT_EQ(status, 400) << body;
     EXPECT_EQ(out["error"]["param"].get<std::string>().substr(0, 8), "messages") << out;
@@ -293,8 +311,8 @@ TEST(Server, BodySizeAndKvMemoryAreCapped) {
 TEST(Server, ASecondRequestExtendingASlotPrefillsOnlyItsNewTokens) {
   ServerProcess server("--parallel 2");
   const std::string text = long_prompt(10);
-  auto [s1, first] = server.post("/v1/completions",
-                                 json{{"prompt", text}, {"max_tokens", 6}, {"seed", 2}, {"return_tokens", true}}.dump());
+  auto [s1, first] = server.post(
+      "/v1/completions", json{{"prompt", text}, {"max_tokens", 6}, {"seed", 2}, {"return_tokens", true}}.dump());
   ASSERT_EQ(s1, 200) << first;
   auto [ts, tok] = server.post("/tokenize", json{{"content", text}, {"add_special", true}}.dump());
   std::vector<int> ids = tok["tokens"].get<std::vector<int>>();
@@ -318,7 +336,8 @@ TEST(Server, ASecondRequestExtendingASlotPrefillsOnlyItsNewTokens) {
   EXPECT_EQ(out["usage"]["prompt_tokens_details"]["cached_tokens"], held);
   EXPECT_EQ(server.metric("kvslim:prompt_tokens_reused_total"), held);
   // A prompt that does not extend the slot is prefilled whole.
-  auto [s3, other] = server.post("/v1/completions", json{{"prompt", "Something else entirely."}, {"max_tokens", 2}}.dump());
+  auto [s3, other] =
+      server.post("/v1/completions", json{{"prompt", "Something else entirely."}, {"max_tokens", 2}}.dump());
   EXPECT_EQ(other["timings"]["cache_n"], 0);
 }
 
@@ -387,11 +406,13 @@ TEST(Server, SlotsListEraseAndFileNamesStayInsideTheSaveFolder) {
   const int n_saved = saved["n_saved"];
   EXPECT_GT(n_saved, first["usage"]["prompt_tokens"].get<int>() - 1);
   ASSERT_EQ(server.post(fmt::format("/slots/{}?action=erase", slot), "{}").first, 200);
-  auto [rs, restored] = server.post(fmt::format("/slots/{}?action=restore", slot), json{{"filename", "conv.kv"}}.dump());
+  auto [rs, restored] =
+      server.post(fmt::format("/slots/{}?action=restore", slot), json{{"filename", "conv.kv"}}.dump());
   ASSERT_EQ(rs, 200) << restored;
   EXPECT_EQ(restored["n_restored"], n_saved);
   EXPECT_EQ(server.get("/slots").second[slot]["n_tokens"], n_saved);
-  auto [cs, more] = server.post("/v1/completions", json{{"prompt", prompt + " More text here."}, {"max_tokens", 2}}.dump());
+  auto [cs, more] =
+      server.post("/v1/completions", json{{"prompt", prompt + " More text here."}, {"max_tokens", 2}}.dump());
   ASSERT_EQ(cs, 200);
   EXPECT_GE(more["timings"]["cache_n"].get<int>(), first["usage"]["prompt_tokens"].get<int>() - 1);
   // Missing and corrupt files are refused and leave the slot as it was.
@@ -453,10 +474,13 @@ TEST(Server, LoadWithHostileRequestsLeavesNothingBehind) {
   const double idle_bytes = server.metric("kvslim:kv_bytes_in_use");
   EXPECT_EQ(idle_bytes, 0);
   std::atomic<int> good_ok{0}, good_failed{0}, bad_refused{0}, bad_accepted{0};
-  const std::vector<std::string> hostile = {
-      "{\"prompt\": ", "{\"prompt\": \"x\", \"max_tokens\": 1e99}", "{\"messages\": [{\"role\": 1}]}",
-      "{\"prompt\": \"x\", \"press\": \"../../etc\"}", "{\"prompt\": \"\xc3\x28\"}",
-      "{\"prompt\": \"x\", \"budget\": -7}", "{\"prompt\": \"x\", \"stop\": \"\"}"};
+  const std::vector<std::string> hostile = {"{\"prompt\": ",
+                                            "{\"prompt\": \"x\", \"max_tokens\": 1e99}",
+                                            "{\"messages\": [{\"role\": 1}]}",
+                                            "{\"prompt\": \"x\", \"press\": \"../../etc\"}",
+                                            "{\"prompt\": \"\xc3\x28\"}",
+                                            "{\"prompt\": \"x\", \"budget\": -7}",
+                                            "{\"prompt\": \"x\", \"stop\": \"\"}"};
   std::vector<std::thread> clients;
   for (int c = 0; c < 4; ++c)
     clients.emplace_back([&, c] {

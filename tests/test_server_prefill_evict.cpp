@@ -19,7 +19,8 @@ TEST(ServerPrefillEvict, BlockEvictionBoundsThePromptsPeak) {
   for (int i = 0; i < 200; ++i) prompt += fmt::format(" w{}", i % 10);
   auto peak = [&](const std::string& args, const std::string& press) {
     ServerProcess server("--parallel 1 --ctx 1024 --kv-page 16 --batch 64 --press snapkv --budget 64 " + args);
-    auto [status, out] = server.post("/v1/completions", json{{"prompt", prompt}, {"max_tokens", 2}, {"press", press}}.dump());
+    auto [status, out] =
+        server.post("/v1/completions", json{{"prompt", prompt}, {"max_tokens", 2}, {"press", press}}.dump());
     EXPECT_EQ(status, 200) << out;
     EXPECT_GT(out["usage"]["prompt_tokens"].get<int>(), 300);
     return out["kv"];
@@ -38,8 +39,10 @@ TEST(ServerPrefillEvict, BlockEvictionBoundsThePromptsPeak) {
 TEST(ServerPrefillEvict, SavedSlotRestoresBlockWise) {
   const std::string dir = testing::temp_path("prefill-evict-slots");
   std::filesystem::create_directories(dir);
-  ServerProcess server("--parallel 1 --ctx 1024 --kv-page 16 --batch 64 --press snapkv --budget 64 "
-                       "--prefill-evict block --slot-save-path " + dir);
+  ServerProcess server(
+      "--parallel 1 --ctx 1024 --kv-page 16 --batch 64 --press snapkv --budget 64 "
+      "--prefill-evict block --slot-save-path " +
+      dir);
   std::string prompt;
   for (int i = 0; i < 200; ++i) prompt += fmt::format(" w{}", i % 10);
   auto [s1, first] = server.post("/v1/completions", json{{"prompt", prompt}, {"max_tokens", 2}}.dump());

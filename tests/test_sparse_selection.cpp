@@ -21,9 +21,8 @@ std::vector<int32_t> top_k_newest_naive(std::vector<float> scores, int64_t k) {
   scores.back() = std::numeric_limits<float>::infinity();
   std::vector<int32_t> order(scores.size());
   std::iota(order.begin(), order.end(), 0);
-  std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
-    return scores[a] > scores[b] || (scores[a] == scores[b] && a < b);
-  });
+  std::sort(order.begin(), order.end(),
+            [&](int32_t a, int32_t b) { return scores[a] > scores[b] || (scores[a] == scores[b] && a < b); });
   order.resize(size_t(std::clamp<int64_t>(k, 0, int64_t(order.size()))));
   std::sort(order.begin(), order.end());
   return order;
@@ -66,9 +65,14 @@ TEST(SparseSelection, TopKWithNewestTakesTiesAtTheThresholdByLowestIndex) {
 TEST(SparseSelection, KthLargestMatchesASortAcrossSignsZerosAndInfinities) {
   std::mt19937 rng(7);
   std::vector<uint32_t> keys;
-  const float specials[] = {0.0f, -0.0f, std::numeric_limits<float>::infinity(),
-                            -std::numeric_limits<float>::infinity(), std::numeric_limits<float>::denorm_min(),
-                            -std::numeric_limits<float>::max(), 1e-30f, -1e-30f};
+  const float specials[] = {0.0f,
+                            -0.0f,
+                            std::numeric_limits<float>::infinity(),
+                            -std::numeric_limits<float>::infinity(),
+                            std::numeric_limits<float>::denorm_min(),
+                            -std::numeric_limits<float>::max(),
+                            1e-30f,
+                            -1e-30f};
   for (int trial = 0; trial < 40; ++trial) {
     const int n = 1 + int(rng() % 3000);
     std::vector<float> values(static_cast<size_t>(n));

@@ -58,10 +58,19 @@ std::string all_answers(const TaskSample& sample) {
 }
 
 TEST(EvalTaskRegistry, ListsTheThirteenTasksInOrder) {
-  const std::vector<std::string> expected = {"niah_single_1",   "niah_single_2",   "niah_single_3", "niah_multikey_1",
-                                             "niah_multikey_2", "niah_multikey_3", "niah_multivalue",
-                                             "niah_multiquery", "vt",              "cwe",           "fwe",
-                                             "passkey",         "passkey64"};
+  const std::vector<std::string> expected = {"niah_single_1",
+                                             "niah_single_2",
+                                             "niah_single_3",
+                                             "niah_multikey_1",
+                                             "niah_multikey_2",
+                                             "niah_multikey_3",
+                                             "niah_multivalue",
+                                             "niah_multiquery",
+                                             "vt",
+                                             "cwe",
+                                             "fwe",
+                                             "passkey",
+                                             "passkey64"};
   EXPECT_EQ(task_names(), expected);
   for (const TaskInfo& info : task_registry()) {
     const bool single = info.name.rfind("niah_single", 0) == 0 || info.name.rfind("passkey", 0) == 0;
@@ -359,7 +368,7 @@ TEST(EvalTaskScoring, ScoreIsTheFractionOfAnswersFoundIgnoringCase) {
   TaskSample sample;
   sample.task = "niah_multivalue";
   sample.answers = {"1234567", "abc-def", "7654321", "Zebra"};
-  EXPECT_EQ(score_output(sample, "1234567, ABC-DEF and zebra"), 0.75);  // 3 of 4
+  EXPECT_EQ(score_output(sample, "1234567, ABC-DEF and zebra"), 0.75);   // 3 of 4
   EXPECT_EQ(score_output(sample, "123456 abc def"), 0.0);                // near misses count for nothing
   EXPECT_EQ(partial_score(sample, "1234567, ABC-DEF and zebra"), 0.75);  // not a passkey: the same
   sample.answers.clear();

@@ -56,7 +56,8 @@ TEST(TokenCost, RocketKvReportsItsPagesAndReadsWithinItsBudget) {
     EXPECT_EQ(n, plan.prompt_budget);  // stage 1 kept P tokens per head
     const double pages = std::ceil(double(n) / plan.page);
     storage += (double(n) + pages) / double(r.sizes.size());
-    traffic += (pages * plan.channels / (2.0 * r.head_dim) + double(std::min<int64_t>(plan.top_k, n))) / double(r.sizes.size());
+    traffic += (pages * plan.channels / (2.0 * r.head_dim) + double(std::min<int64_t>(plan.top_k, n))) /
+               double(r.sizes.size());
   }
   EXPECT_NEAR(r.cost->storage, storage, 1e-9);
   EXPECT_NEAR(r.cost->traffic, traffic, 1e-9);
@@ -94,8 +95,9 @@ TEST(TokenCost, TheEvalSummaryCarriesBothColumns) {
   EXPECT_DOUBLE_EQ(*s.rows[0].storage_tokens, 32);
   EXPECT_DOUBLE_EQ(*s.rows[0].traffic_tokens, 21);
   const std::string csv = eval::summary_csv(s);
-  EXPECT_EQ(csv.substr(0, csv.find('\n')),
-            "method,budget,task,length,samples,score,kv_bytes,prefill_ms,score_ms,decode_ms,storage_tokens,traffic_tokens");
+  EXPECT_EQ(
+      csv.substr(0, csv.find('\n')),
+      "method,budget,task,length,samples,score,kv_bytes,prefill_ms,score_ms,decode_ms,storage_tokens,traffic_tokens");
   // A record written before the fields existed still reads.
   nlohmann::json old = eval::to_json(a);
   old.erase("storage_tokens");

@@ -290,10 +290,21 @@ Tokenizer tiny_tokenizer(const std::string& model, const std::string& pre, const
 
 // ids:                     0        1       2        3         4      5     6     7     8     9     10
 const std::vector<TinyToken> kTinySpm = {
-    {"<unk>", 0, 2}, {"<s>", 0, 3}, {"</s>", 0, 3}, {"<0x21>", 0, 6}, {"\u2581", -1, 1}, {"a", -2, 1},
-    {"b", -2, 1},    {"c", -2, 1},  {"ab", -1.5, 1}, {"bc", -0.5, 1}, {"\u2581a", -1, 1},
+    {"<unk>", 0, 2},
+    {"<s>", 0, 3},
+    {"</s>", 0, 3},
+    {"<0x21>", 0, 6},
+    {"\u2581", -1, 1},
+    {"a", -2, 1},
+    {"b", -2, 1},
+    {"c", -2, 1},
+    {"ab", -1.5, 1},
+    {"bc", -0.5, 1},
+    {"\u2581a", -1, 1},
     // 11                 12            13
-    {"abc", -0.1f, 1}, {"x", -3, 1}, {"xx", -1, 1},
+    {"abc", -0.1f, 1},
+    {"x", -3, 1},
+    {"xx", -1, 1},
 };
 
 TEST(TokenizerTinySpm, MergesHighestScoringPairFirst) {
@@ -311,10 +322,9 @@ TEST(TokenizerTinySpm, MergesHighestScoringPairFirst) {
 }
 
 TEST(TokenizerTinySpm, MetadataSwitchesOffSpacePrefixAndBos) {
-  const Tokenizer tokenizer =
-      tiny_tokenizer("llama", "", kTinySpm, {},
-                     {{"tokenizer.ggml.add_space_prefix", gguf::Value::of_bool(false)},
-                      {"tokenizer.ggml.add_bos_token", gguf::Value::of_bool(false)}});
+  const Tokenizer tokenizer = tiny_tokenizer("llama", "", kTinySpm, {},
+                                             {{"tokenizer.ggml.add_space_prefix", gguf::Value::of_bool(false)},
+                                              {"tokenizer.ggml.add_bos_token", gguf::Value::of_bool(false)}});
   EXPECT_EQ(tokenizer.encode("abc", false, false), (std::vector<int32_t>{11}));
   EXPECT_FALSE(tokenizer.add_bos_by_default());
   EXPECT_EQ(tokenizer.bos_id(), 1);  // SentencePiece default ids when the metadata names none
@@ -323,7 +333,8 @@ TEST(TokenizerTinySpm, MetadataSwitchesOffSpacePrefixAndBos) {
 
 // Byte-level spellings: "Ġ" is the space byte.
 const std::vector<TinyToken> kTinyBpe = {
-    {"a", 0, 1},  {"b", 0, 1},   {"c", 0, 1}, {"d", 0, 1}, {"Ġ", 0, 1}, {"ab", 0, 1},
+    {"a", 0, 1},   {"b", 0, 1},  {"c", 0, 1},
+    {"d", 0, 1},   {"Ġ", 0, 1},  {"ab", 0, 1},
     {"abc", 0, 1}, {"Ġa", 0, 1}, {"<|endoftext|>", 0, 3},
 };
 
@@ -341,10 +352,8 @@ TEST(TokenizerTinyBpe, MergesLowestRankFirst) {
 TEST(TokenizerTinyBpe, Llama3TakesWholeWordsThatAreTokens) {
   // No merges at all: the gpt-2 pre-tokenizer spells "abc" letter by letter, while llama-bpe
   // takes a piece that is itself a token as is (Hugging Face's ignore_merges).
-  EXPECT_EQ(tiny_tokenizer("gpt2", "gpt-2", kTinyBpe).encode("abc", false, false),
-            (std::vector<int32_t>{0, 1, 2}));
-  EXPECT_EQ(tiny_tokenizer("gpt2", "llama-bpe", kTinyBpe).encode("abc", false, false),
-            (std::vector<int32_t>{6}));
+  EXPECT_EQ(tiny_tokenizer("gpt2", "gpt-2", kTinyBpe).encode("abc", false, false), (std::vector<int32_t>{0, 1, 2}));
+  EXPECT_EQ(tiny_tokenizer("gpt2", "llama-bpe", kTinyBpe).encode("abc", false, false), (std::vector<int32_t>{6}));
 }
 
 TEST(TokenizerTinyBpe, UnknownPreTokenizerIsNamed) {

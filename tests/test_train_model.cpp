@@ -176,9 +176,9 @@ TEST(TrainOptimizer, LrScheduleByHand) {
   const LrSchedule s{1.0f, 4, 14, 0.1f};
   EXPECT_FLOAT_EQ(s.at(0), 0.25f);
   EXPECT_FLOAT_EQ(s.at(3), 1.0f);
-  EXPECT_FLOAT_EQ(s.at(4), 1.0f);                               // cosine starts at the peak
-  EXPECT_NEAR(s.at(9), 0.1 + 0.9 * 0.5, 1e-6);                  // halfway: cos(pi/2) = 0
-  EXPECT_NEAR(s.at(14), 0.1, 1e-6);                             // the floor
+  EXPECT_FLOAT_EQ(s.at(4), 1.0f);               // cosine starts at the peak
+  EXPECT_NEAR(s.at(9), 0.1 + 0.9 * 0.5, 1e-6);  // halfway: cos(pi/2) = 0
+  EXPECT_NEAR(s.at(14), 0.1, 1e-6);             // the floor
   EXPECT_NEAR(s.at(100), 0.1, 1e-6);
   EXPECT_THROW((LrSchedule{0.0f, 0, 1, 0.1f}.validate()), Error);
   EXPECT_THROW((LrSchedule{1.0f, 0, 1, 2.0f}.validate()), Error);
@@ -208,7 +208,7 @@ TEST(TrainOptimizer, AdamWStepsByHand) {
   opt.update(p.data(), g.data(), 0.1f, pool);
   EXPECT_NEAR(p[wq], 2.0 + 0.1 - 0.1 * 0.5 * 2.0, 1e-6);  // decayed matrix
   EXPECT_NEAR(p[norm], 2.0 - 0.1, 1e-6);                  // norm weight: no decay
-  EXPECT_NEAR(p[norm + 1], 2.0, 1e-7);                     // zero gradient, no decay: still
+  EXPECT_NEAR(p[norm + 1], 2.0, 1e-7);                    // zero gradient, no decay: still
   // Step 2 with g = 0: m = 0.9 * 0.3 * 0.1... bias-corrected by 1 - 0.9^2 and 1 - 0.99^2.
   g[norm] = 0.0f;
   const double m = 0.9 * 0.1 * 0.3, v = 0.99 * 0.01 * 0.09;
@@ -308,7 +308,7 @@ TrainedState train_copy(int n_steps, int split, const std::string& checkpoint) {
   StepOptions options;
   options.schedule = LrSchedule{3e-3f, 2, n_steps, 0.1f};
   options.micro_tokens = 30;
-  options.clip = 0.3;  // not a float: must survive the checkpoint exactly
+  options.clip = 0.3;                                  // not a float: must survive the checkpoint exactly
   ModelConfig c = tiny_config(byte_vocab_size(), 16);  // the checkpoint carries the byte vocabulary
   auto model = std::make_unique<TrainModel<float>>(c, false);
   model->init_params(seed);

@@ -261,9 +261,7 @@ TEST(TrainOps, AttentionGqaTwoSequences) {
   check_attention({{4, 2, 4}, {0, 5, 8}}, 20, 1000);
 }
 
-TEST(TrainOps, AttentionMultiHeadAndEmptySequence) {
-  check_attention({{3, 3, 6}, {0, 4, 4, 6}}, 30, 1000);
-}
+TEST(TrainOps, AttentionMultiHeadAndEmptySequence) { check_attention({{3, 3, 6}, {0, 4, 4, 6}}, 30, 1000); }
 
 TEST(TrainOps, AttentionLongerThanOneQueryTile) {
   // 150 and 131 tokens: the second query tile of each sequence sees the first tile's keys.

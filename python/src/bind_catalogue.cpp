@@ -48,9 +48,9 @@ void bind_catalogue(py::module_& m) {
   m.def("_presses_json", [] { return press_catalogue().dump(); });
   m.def("_system_json", [] { return system_info().dump(); });
   m.def("_eval", &eval, py::arg("model"), py::arg("methods"), py::arg("budgets"), py::arg("tasks"), py::arg("lengths"),
-        py::arg("samples"), py::arg("seed"), py::arg("depths"), py::arg("data"), py::arg("protocol"), py::arg("metrics"),
-        py::arg("out"), py::arg("shard"), py::arg("response_tokens"), py::arg("continuation"), py::arg("batch"),
-        py::arg("kv_page"), py::arg("cache_type_k"), py::arg("cache_type_v"));
+        py::arg("samples"), py::arg("seed"), py::arg("depths"), py::arg("data"), py::arg("protocol"),
+        py::arg("metrics"), py::arg("out"), py::arg("shard"), py::arg("response_tokens"), py::arg("continuation"),
+        py::arg("batch"), py::arg("kv_page"), py::arg("cache_type_k"), py::arg("cache_type_v"));
 }
 
 }  // namespace kvslim::python

@@ -51,7 +51,8 @@ py::dict chat(ModelState& m, const py::list& messages, int max_tokens, const Sam
               const CompressionOptions& compression, const std::string& chat_template, const py::object& on_piece) {
   std::vector<ChatMessage> list;
   for (const py::handle& item : messages) {
-    if (!py::isinstance<py::dict>(item)) throw py::value_error("messages: each message must be a dict with role and content");
+    if (!py::isinstance<py::dict>(item))
+      throw py::value_error("messages: each message must be a dict with role and content");
     const py::dict d = py::reinterpret_borrow<py::dict>(item);
     if (!d.contains("role") || !py::isinstance<py::str>(d["role"]))
       throw py::value_error("messages: each message needs a string 'role'");
@@ -105,26 +106,31 @@ void bind_model(py::module_& m) {
   py::class_<GenerateResult>(m, "GenerateResult", "What one generate() call produced, with its timings and KV use.")
       .def_property_readonly("text", [](const GenerateResult& r) { return utf8_text(r.text); })
       .def_readonly("tokens", &GenerateResult::tokens)
-      .def_property_readonly("stop_reason", [](const GenerateResult& r) { return std::string(to_string(r.stop_reason)); })
+      .def_property_readonly("stop_reason",
+                             [](const GenerateResult& r) { return std::string(to_string(r.stop_reason)); })
       .def_readonly("n_prompt", &GenerateResult::n_prompt)
       .def_readonly("decode_steps", &GenerateResult::decode_steps)
-      .def_property_readonly("budget", [](const GenerateResult& r) -> py::object {
-        return r.budget ? py::object(py::int_(r.budget)) : py::none();
-      })
+      .def_property_readonly(
+          "budget",
+          [](const GenerateResult& r) -> py::object { return r.budget ? py::object(py::int_(r.budget)) : py::none(); })
       .def_readonly("prefill_ms", &GenerateResult::prefill_ms)
       .def_readonly("score_ms", &GenerateResult::score_ms)
       .def_readonly("decode_ms", &GenerateResult::decode_ms)
-      .def_property_readonly("prefill_tok_s",
-                             [](const GenerateResult& r) { return r.prefill_ms > 0 ? 1000.0 * r.n_prompt / r.prefill_ms : 0.0; })
-      .def_property_readonly("decode_tok_s",
-                             [](const GenerateResult& r) { return r.decode_ms > 0 ? 1000.0 * r.decode_steps / r.decode_ms : 0.0; })
+      .def_property_readonly(
+          "prefill_tok_s",
+          [](const GenerateResult& r) { return r.prefill_ms > 0 ? 1000.0 * r.n_prompt / r.prefill_ms : 0.0; })
+      .def_property_readonly(
+          "decode_tok_s",
+          [](const GenerateResult& r) { return r.decode_ms > 0 ? 1000.0 * r.decode_steps / r.decode_ms : 0.0; })
       .def_readonly("kept_tokens", &GenerateResult::kept_tokens)
-      .def_property_readonly("storage_tokens", [](const GenerateResult& r) -> py::object {
-        return r.token_cost ? py::object(py::float_(r.token_cost->storage)) : py::none();
-      })
-      .def_property_readonly("traffic_tokens", [](const GenerateResult& r) -> py::object {
-        return r.token_cost ? py::object(py::float_(r.token_cost->traffic)) : py::none();
-      })
+      .def_property_readonly("storage_tokens",
+                             [](const GenerateResult& r) -> py::object {
+                               return r.token_cost ? py::object(py::float_(r.token_cost->storage)) : py::none();
+                             })
+      .def_property_readonly("traffic_tokens",
+                             [](const GenerateResult& r) -> py::object {
+                               return r.token_cost ? py::object(py::float_(r.token_cost->traffic)) : py::none();
+                             })
       .def_readonly("kv_bytes_peak", &GenerateResult::kv_bytes_peak)
       .def_readonly("kv_bytes_final", &GenerateResult::kv_bytes_final)
       .def_readonly("kv_bytes_prefill", &GenerateResult::kv_bytes_prefill);
@@ -150,23 +156,27 @@ void bind_model(py::module_& m) {
       .def_property_readonly("head_dim", [](const ModelState& s) { return s.model->config().head_dim; })
       .def_property_readonly("ctx", [](const ModelState& s) { return s.engine.context; })
       .def_property_readonly("threads", [](const ModelState& s) { return s.pool.size(); })
-      .def("tokenize",
-           [](const ModelState& s, const std::string& text, std::optional<bool> add_bos, bool special) {
-             const Tokenizer& t = s.model->tokenizer();
-             return t.encode(text, add_bos.value_or(t.add_bos_by_default()), special);
-           },
-           py::arg("text"), py::arg("add_bos") = py::none(), py::arg("special") = true)
-      .def("detokenize",
-           [](const ModelState& s, const std::vector<int32_t>& tokens, bool special) {
-             const int n_vocab = s.model->config().n_vocab;
-             for (int32_t t : tokens)
-               if (t < 0 || t >= n_vocab) throw py::value_error(fmt::format("token id {} is outside the vocabulary [0, {})", t, n_vocab));
-             return utf8_text(s.model->tokenizer().decode(tokens, special));
-           },
-           py::arg("tokens"), py::arg("special") = false)
-      .def("is_end_of_generation", [](const ModelState& s, int32_t t) { return s.model->tokenizer().is_end_of_generation(t); })
-      .def("_generate", &generate, py::arg("prompt"), py::arg("max_tokens"), py::arg("sampling"), py::arg("compression"),
-           py::arg("add_bos"), py::arg("special"), py::arg("on_piece"))
+      .def(
+          "tokenize",
+          [](const ModelState& s, const std::string& text, std::optional<bool> add_bos, bool special) {
+            const Tokenizer& t = s.model->tokenizer();
+            return t.encode(text, add_bos.value_or(t.add_bos_by_default()), special);
+          },
+          py::arg("text"), py::arg("add_bos") = py::none(), py::arg("special") = true)
+      .def(
+          "detokenize",
+          [](const ModelState& s, const std::vector<int32_t>& tokens, bool special) {
+            const int n_vocab = s.model->config().n_vocab;
+            for (int32_t t : tokens)
+              if (t < 0 || t >= n_vocab)
+                throw py::value_error(fmt::format("token id {} is outside the vocabulary [0, {})", t, n_vocab));
+            return utf8_text(s.model->tokenizer().decode(tokens, special));
+          },
+          py::arg("tokens"), py::arg("special") = false)
+      .def("is_end_of_generation",
+           [](const ModelState& s, int32_t t) { return s.model->tokenizer().is_end_of_generation(t); })
+      .def("_generate", &generate, py::arg("prompt"), py::arg("max_tokens"), py::arg("sampling"),
+           py::arg("compression"), py::arg("add_bos"), py::arg("special"), py::arg("on_piece"))
       .def("_chat", &chat, py::arg("messages"), py::arg("max_tokens"), py::arg("sampling"), py::arg("compression"),
            py::arg("chat_template"), py::arg("on_piece"));
 }

@@ -24,7 +24,10 @@ class PySession {
  public:
   PySession(std::shared_ptr<ModelState> model, CompressionOptions compression, const SamplerParams& sampling,
             int max_tokens)
-      : model_(std::move(model)), compression_(std::move(compression)), sampling_(sampling), max_tokens_(max_tokens),
+      : model_(std::move(model)),
+        compression_(std::move(compression)),
+        sampling_(sampling),
+        max_tokens_(max_tokens),
         sampler_(sampling, model_->model->config().n_vocab) {
     if (max_tokens < 0) throw py::value_error(fmt::format("max_tokens must be >= 0 (got {})", max_tokens));
     handle_ = fresh();
@@ -33,9 +36,8 @@ class PySession {
   static std::unique_ptr<PySession> load(std::shared_ptr<ModelState> model, const std::string& path,
                                          const SamplerParams& sampling, int max_tokens) {
     auto s = std::make_unique<PySession>(model, CompressionOptions{}, sampling, max_tokens);
-    auto live = run_engine(*model, [&] {
-      return LiveSession::load(path, *model->model, model->pool, model->engine, sampling);
-    });
+    auto live = run_engine(
+        *model, [&] { return LiveSession::load(path, *model->model, model->pool, model->engine, sampling); });
     s->compression_ = live->compression();
     s->handle_ = std::make_shared<LiveHandle>(LiveHandle{model, std::move(live)});
     return s;
@@ -165,11 +167,13 @@ void bind_session(py::module_& m) {
   py::class_<PySession>(m, "_Session")
       .def(py::init<std::shared_ptr<ModelState>, CompressionOptions, const SamplerParams&, int>(), py::arg("model"),
            py::arg("compression"), py::arg("sampling"), py::arg("max_tokens"))
-      .def_static("load", &PySession::load, py::arg("model"), py::arg("path"), py::arg("sampling"), py::arg("max_tokens"))
+      .def_static("load", &PySession::load, py::arg("model"), py::arg("path"), py::arg("sampling"),
+                  py::arg("max_tokens"))
       .def("prefill", &PySession::prefill, py::arg("tokens"))
       .def("decode", &PySession::decode, py::arg("token") = py::none())
       .def("turn", &PySession::turn, py::arg("text"), py::arg("max_tokens") = py::none())
-      .def_property_readonly("logits", [](const py::object& self) { return self.cast<const PySession&>().logits(self); })
+      .def_property_readonly("logits",
+                             [](const py::object& self) { return self.cast<const PySession&>().logits(self); })
       .def("kept_positions", &PySession::kept_positions)
       .def_property_readonly("kv_bytes", &PySession::kv_bytes)
       .def_property_readonly("history", &PySession::history)

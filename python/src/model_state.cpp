@@ -22,9 +22,9 @@ std::string option_text(const py::handle& value) {
 
 }  // namespace
 
-CompressionOptions compression_from(const py::object& press, std::optional<int64_t> budget,
-                                    std::optional<double> ratio, const std::string& prefill_evict,
-                                    const py::dict& options, const std::string& model_path) {
+CompressionOptions compression_from(const py::object& press, std::optional<int64_t> budget, std::optional<double> ratio,
+                                    const std::string& prefill_evict, const py::dict& options,
+                                    const std::string& model_path) {
   CompressionOptions c;
   if (press.is_none()) {
     c.press = "full";
@@ -34,7 +34,8 @@ CompressionOptions compression_from(const py::object& press, std::optional<int64
     c.custom = python_press_info(press);
     c.press = c.custom->name;
   }
-  for (const auto& [key, value] : options) c.press_options.push_back(std::string(py::str(key)) + "=" + option_text(value));
+  for (const auto& [key, value] : options)
+    c.press_options.push_back(std::string(py::str(key)) + "=" + option_text(value));
   c.budget = budget;
   c.ratio = ratio;
   c.prefill_evict = parse_prefill_evict(prefill_evict);

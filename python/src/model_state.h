@@ -46,8 +46,8 @@ py::str utf8_text(const std::string& text);
 // arguments (values turned into the text --press-opt takes). LookaheadKV without an adapter
 // option takes MODEL.lookahead.gguf beside `model_path`, as generate, chat and serve do.
 // Checked at once (kvslim.Error).
-CompressionOptions compression_from(const py::object& press, std::optional<int64_t> budget,
-                                    std::optional<double> ratio, const std::string& prefill_evict,
-                                    const py::dict& options, const std::string& model_path);
+CompressionOptions compression_from(const py::object& press, std::optional<int64_t> budget, std::optional<double> ratio,
+                                    const std::string& prefill_evict, const py::dict& options,
+                                    const std::string& model_path);
 
 }  // namespace kvslim::python

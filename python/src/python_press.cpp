@@ -31,7 +31,7 @@ py::array view_of(const SharedFloats& buffer, size_t offset, std::vector<py::ssi
 
 struct PythonPressSettings {
   std::string name;
-  int window = 32;             // the observation window: the last `window` prompt queries
+  int window = 32;              // the observation window: the last `window` prompt queries
   bool wants_attention = true;  // collect the window's attention rows
   bool scorer = true;           // ScorerPress (score) or Press (select)
 };
@@ -129,7 +129,8 @@ class PythonPress final : public ScorerPress, private AttentionProbe {
       }
     }
     const size_t per_layer_q = size_t(n_heads_) * window_ * head_dim_;
-    py::array queries = view_of(queries_, layer * per_layer_q, {n_heads_, window_, head_dim_}, {window_ * head_dim_, head_dim_, 1});
+    py::array queries =
+        view_of(queries_, layer * per_layer_q, {n_heads_, window_, head_dim_}, {window_ * head_dim_, head_dim_, 1});
     py::object attention = py::none();
     if (attention_)
       attention = view_of(attention_, size_t(layer) * n_heads_ * window_ * n_keys_, {n_heads_, window_, tokens},
@@ -146,15 +147,17 @@ class PythonPress final : public ScorerPress, private AttentionProbe {
   void take_scores(const PagedKvCache& cache, int layer, const py::object& result) {
     using Scores = py::array_t<float, py::array::c_style | py::array::forcecast>;
     Scores s = Scores::ensure(result);
-    if (!s) throw py::type_error(fmt::format("{}.score() for layer {} returned {}, not an array of numbers", s_.name, layer,
-                                             std::string(py::str(py::type::of(result)))));
+    if (!s)
+      throw py::type_error(fmt::format("{}.score() for layer {} returned {}, not an array of numbers", s_.name, layer,
+                                       std::string(py::str(py::type::of(result)))));
     const int n_kv = cache.n_kv_heads();
     const int64_t tokens = cache.n_tokens(layer);
     if (s.ndim() != 2 || s.shape(0) != n_kv || s.shape(1) != tokens) {
       std::vector<std::string> dims;
       for (py::ssize_t i = 0; i < s.ndim(); ++i) dims.push_back(std::to_string(s.shape(i)));
-      throw py::value_error(fmt::format("{}.score() for layer {} returned shape ({}): expected ({}, {}), (kv_heads, tokens)",
-                                        s_.name, layer, fmt::join(dims, ", "), n_kv, tokens));
+      throw py::value_error(
+          fmt::format("{}.score() for layer {} returned shape ({}): expected ({}, {}), (kv_heads, tokens)", s_.name,
+                      layer, fmt::join(dims, ", "), n_kv, tokens));
     }
     scores_.assign(size_t(n_kv), {});
     for (int h = 0; h < n_kv; ++h) {
@@ -162,7 +165,8 @@ class PythonPress final : public ScorerPress, private AttentionProbe {
       const int64_t n = cache.head(layer, h).size();
       for (int64_t i = 0; i < n; ++i)
         if (std::isnan(from[i]))
-          throw py::value_error(fmt::format("{}.score() for layer {} returned NaN (KV head {}, token {})", s_.name, layer, h, i));
+          throw py::value_error(
+              fmt::format("{}.score() for layer {} returned NaN (KV head {}, token {})", s_.name, layer, h, i));
       scores_[size_t(h)].assign(from, from + tokens);
     }
   }
@@ -177,7 +181,8 @@ class PythonPress final : public ScorerPress, private AttentionProbe {
     kept_.assign(size_t(n_kv), {});
     for (int h = 0; h < n_kv; ++h) {
       Indices idx = Indices::ensure(heads[size_t(h)]);
-      if (!idx || idx.ndim() != 1) throw py::value_error(fmt::format("{}: KV head {}: expected a 1-D sequence of indices", where, h));
+      if (!idx || idx.ndim() != 1)
+        throw py::value_error(fmt::format("{}: KV head {}: expected a 1-D sequence of indices", where, h));
       const int64_t n = cache.head(layer, h).size();
       std::vector<int32_t>& kept = kept_[size_t(h)];
       for (py::ssize_t j = 0; j < idx.shape(0); ++j) {
@@ -194,9 +199,9 @@ class PythonPress final : public ScorerPress, private AttentionProbe {
   PythonPressSettings s_;
   int n_heads_ = 0, head_dim_ = 0;
   int64_t n_keys_ = 0, window_ = 0, window_start_ = 0;
-  SharedFloats queries_, attention_;  // [layer][q head][window][head_dim] / [..][window][n_keys]
-  int layer_ = -1;                    // the layer whose answer is held
-  std::vector<std::vector<float>> scores_;   // [kv head][tokens]
+  SharedFloats queries_, attention_;        // [layer][q head][window][head_dim] / [..][window][n_keys]
+  int layer_ = -1;                          // the layer whose answer is held
+  std::vector<std::vector<float>> scores_;  // [kv head][tokens]
   std::vector<std::vector<int32_t>> kept_;  // [kv head]
 };
 
@@ -205,15 +210,16 @@ class PythonPress final : public ScorerPress, private AttentionProbe {
 std::shared_ptr<const PressInfo> python_press_info(const py::object& press) {
   const std::string kind = py::hasattr(press, "_kvslim_press_kind") ? py::str(press.attr("_kvslim_press_kind")) : "";
   if (kind != "scorer" && kind != "select")
-    throw py::type_error(fmt::format("press= takes a method name or a kvslim.Press / kvslim.ScorerPress instance, not {}",
-                                     std::string(py::str(py::type::of(press)))));
+    throw py::type_error(
+        fmt::format("press= takes a method name or a kvslim.Press / kvslim.ScorerPress instance, not {}",
+                    std::string(py::str(py::type::of(press)))));
   PythonPressSettings s;
   s.name = "python:" + std::string(py::str(py::type::of(press).attr("__name__")));
   s.scorer = kind == "scorer";
   const py::object window = press.attr("window");
   if (!py::isinstance<py::int_>(window) || window.cast<int64_t>() < 1 || window.cast<int64_t>() > (1 << 20))
-    throw py::value_error(fmt::format("{}: window must be an integer in [1, 1048576] (got {})", s.name,
-                                      std::string(py::repr(window))));
+    throw py::value_error(
+        fmt::format("{}: window must be an integer in [1, 1048576] (got {})", s.name, std::string(py::repr(window))));
   s.window = window.cast<int>();
   s.wants_attention = py::bool_(press.attr("wants_attention"));
   auto handle = std::make_shared<PyHandle>(press);

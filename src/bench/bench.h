@@ -39,7 +39,7 @@ struct OpTime {
 };
 
 struct BenchPoint {
-  int length = 0;         // prompt length (prefill) or context length (decode)
+  int length = 0;  // prompt length (prefill) or context length (decode)
   Summary tokens_per_s;
   Summary ms;             // per repetition: whole prefill, or per decoded token
   Summary score_ms;       // prefill only: time in the method's hooks

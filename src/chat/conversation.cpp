@@ -46,8 +46,8 @@ std::vector<int32_t> Conversation::render_tokens(bool add_generation_prompt) con
   const std::string text = template_.render(messages_, o);
   const Tokenizer& tokenizer = model_.tokenizer();
   // BOS as llama.cpp does: when the tokenizer wants one and the template did not write it.
-  const bool add_bos = prefix_.empty() && tokenizer.add_bos_by_default() &&
-                       (o.bos_token.empty() || text.rfind(o.bos_token, 0) != 0);
+  const bool add_bos =
+      prefix_.empty() && tokenizer.add_bos_by_default() && (o.bos_token.empty() || text.rfind(o.bos_token, 0) != 0);
   std::vector<int32_t> tokens = prefix_;
   const std::vector<int32_t> rendered = tokenizer.encode(text, add_bos, /*parse_special=*/true);
   tokens.insert(tokens.end(), rendered.begin(), rendered.end());

@@ -17,8 +17,9 @@ namespace kvslim {
 class Conversation {
  public:
   // `system`: an optional system message opening the conversation.
-  Conversation(const Model& model, ThreadPool& pool, const EngineOptions& options, const CompressionOptions& compression,
-               const SamplerParams& sampling, ChatTemplate chat_template, std::string system = "");
+  Conversation(const Model& model, ThreadPool& pool, const EngineOptions& options,
+               const CompressionOptions& compression, const SamplerParams& sampling, ChatTemplate chat_template,
+               std::string system = "");
 
   // Adds the user's message, renders the conversation with the generation prompt, runs the new
   // tokens as a turn and streams the answer, which becomes the assistant's message (also when

@@ -26,15 +26,19 @@ void add_apply_template_command(CLI::App& app) {
   };
   auto opt = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand("apply-template", "render a conversation with a chat template (printed exactly)");
-  cmd->add_option("-m,--model", opt->model, "GGUF file whose tokenizer.chat_template and BOS/EOS are used (vocab-only files too)");
+  cmd->add_option("-m,--model", opt->model,
+                  "GGUF file whose tokenizer.chat_template and BOS/EOS are used (vocab-only files too)");
   cmd->add_option("--template,--chat-template", opt->template_file, "Jinja template file (instead of the model's)");
-  cmd->add_option("--messages", opt->messages, "JSON file: [{\"role\": ..., \"content\": ...}, ...] (- for stdin)")->required();
+  cmd->add_option("--messages", opt->messages, "JSON file: [{\"role\": ..., \"content\": ...}, ...] (- for stdin)")
+      ->required();
   cmd->add_flag("--no-generation-prompt", opt->no_generation_prompt, "do not open the assistant's turn at the end");
   auto* bos = cmd->add_option("--bos-token", opt->bos, "BOS token text (default: the model's, else empty)");
   auto* eos = cmd->add_option("--eos-token", opt->eos, "EOS token text (default: the model's, else empty)");
-  cmd->add_option("--vars", opt->vars, "extra template variables as a JSON object, e.g. '{\"tools\": [...], \"enable_thinking\": false}'");
+  cmd->add_option("--vars", opt->vars,
+                  "extra template variables as a JSON object, e.g. '{\"tools\": [...], \"enable_thinking\": false}'");
   cmd->callback([opt, bos, eos] {
-    if (opt->model.empty() && opt->template_file.empty()) fail("give a model with -m MODEL or a template with --template FILE");
+    if (opt->model.empty() && opt->template_file.empty())
+      fail("give a model with -m MODEL or a template with --template FILE");
     // Read the messages first: a bad file is reported before any model is opened.
     const auto messages = parse_chat_messages(read_bytes(opt->messages, "messages file"),
                                               opt->messages == "-" ? std::string("messages (stdin)") : opt->messages);

@@ -36,7 +36,8 @@ std::string cost_cell(const std::optional<TokenCost>& c, bool traffic) {
   return c ? fmt::format("{:.1f}", traffic ? c->traffic : c->storage) : "-";
 }
 
-void print_table(const char* title, const char* length_name, const char* ms_name, const std::vector<BenchPoint>& points) {
+void print_table(const char* title, const char* length_name, const char* ms_name,
+                 const std::vector<BenchPoint>& points) {
   fmt::print("{}\n{:>10} {:>12} {:>12} {:>12} {:>14} {:>12} {:>14} {:>14} {:>10} {:>10}\n", title, length_name,
              "tok/s med", "tok/s min", "tok/s max", ms_name, "score ms", "KV bytes", "KV peak", "storage", "traffic");
   for (const auto& p : points)
@@ -57,8 +58,12 @@ void add_bench_command(CLI::App& app) {
   auto opt = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand("bench", "measure prefill and decode speed (medians with min/max)");
   cmd->add_option("-m,--model", opt->model, "GGUF model")->required();
-  cmd->add_option("--prompt-lengths", opt->bench.prompt_lengths, "prefill prompt lengths")->delimiter(',')->capture_default_str();
-  cmd->add_option("--context-lengths", opt->bench.context_lengths, "decode context lengths")->delimiter(',')->capture_default_str();
+  cmd->add_option("--prompt-lengths", opt->bench.prompt_lengths, "prefill prompt lengths")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("--context-lengths", opt->bench.context_lengths, "decode context lengths")
+      ->delimiter(',')
+      ->capture_default_str();
   cmd->add_option("--reps", opt->bench.reps, "repetitions per measurement")->capture_default_str();
   cmd->add_option("--decode-tokens", opt->bench.decode_tokens, "tokens decoded per repetition")->capture_default_str();
   cmd->add_option("--batch", opt->bench.batch, "prefill chunk size")->capture_default_str();
@@ -66,16 +71,20 @@ void add_bench_command(CLI::App& app) {
   add_kv_type_options(*cmd, opt->bench.engine);
   cmd->add_option("--threads", opt->threads, "threads (0: all cores)")->capture_default_str();
   cmd->add_flag("--profile", opt->bench.profile,
-                 "time each op of the decode steps (matvecs, attention, norms, sampling, pool wait)");
+                "time each op of the decode steps (matvecs, attention, norms, sampling, pool wait)");
   cmd->add_flag("--json", opt->json, "print JSON");
   cmd->callback([opt] {
     const auto model = Model::load(opt->model);
     ThreadPool pool(opt->threads);
     const BenchReport report = run_bench(*model, pool, opt->bench);
     if (opt->json) {
-      nlohmann::json out = {{"model", opt->model}, {"threads", pool.size()}, {"reps", opt->bench.reps},
-                            {"press", opt->bench.compression.press}, {"system", system_info()},
-                            {"prefill", nlohmann::json::array()}, {"decode", nlohmann::json::array()}};
+      nlohmann::json out = {{"model", opt->model},
+                            {"threads", pool.size()},
+                            {"reps", opt->bench.reps},
+                            {"press", opt->bench.compression.press},
+                            {"system", system_info()},
+                            {"prefill", nlohmann::json::array()},
+                            {"decode", nlohmann::json::array()}};
       for (const auto& p : report.prefill) out["prefill"].push_back(to_json(p, "prompt_length"));
       for (const auto& p : report.decode) out["decode"].push_back(to_json(p, "context_length"));
       fmt::print("{}\n", out.dump(2));

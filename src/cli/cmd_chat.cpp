@@ -46,11 +46,13 @@ extern "C" void on_sigint(int) {
 void print_stats(const Conversation& chat) {
   const LiveSession& live = chat.session();
   const TurnStats& t = live.last_turn();
-  fmt::print("[turn {}: {} tokens run, {} reused, {} re-prefilled; {} generated ({}); history {} tokens; "
-             "kept {:.1f} tokens per head; KV {:.2f} MiB; prefill {:.1f} tok/s, decode {:.1f} tok/s; press {}]\n",
-             live.turns(), t.turn_tokens, t.reused, t.reprefilled, t.generated, t.stop_reason == StopReason::None ? "-" : to_string(t.stop_reason),
-             t.history, t.kept_tokens, double(t.kv_bytes) / (1024.0 * 1024.0), t.prefill_tokens_per_s(),
-             t.decode_tokens_per_s(), live.compression().press);
+  fmt::print(
+      "[turn {}: {} tokens run, {} reused, {} re-prefilled; {} generated ({}); history {} tokens; "
+      "kept {:.1f} tokens per head; KV {:.2f} MiB; prefill {:.1f} tok/s, decode {:.1f} tok/s; press {}]\n",
+      live.turns(), t.turn_tokens, t.reused, t.reprefilled, t.generated,
+      t.stop_reason == StopReason::None ? "-" : to_string(t.stop_reason), t.history, t.kept_tokens,
+      double(t.kv_bytes) / (1024.0 * 1024.0), t.prefill_tokens_per_s(), t.decode_tokens_per_s(),
+      live.compression().press);
 }
 
 // Runs one /command; false on /exit.
@@ -118,10 +120,13 @@ void run_chat(ChatOptions opt) {
       }
       g_stop.store(false);
       g_answering.store(true);
-      const Answer a = chat.ask(line, opt.n_predict, [](const std::string& piece) {
-        std::fwrite(piece.data(), 1, piece.size(), stdout);
-        std::fflush(stdout);
-      }, &g_stop);
+      const Answer a = chat.ask(
+          line, opt.n_predict,
+          [](const std::string& piece) {
+            std::fwrite(piece.data(), 1, piece.size(), stdout);
+            std::fflush(stdout);
+          },
+          &g_stop);
       g_answering.store(false);
       fmt::print("{}\n", a.stop_reason == StopReason::Interrupted ? " [stopped]" : "");
     } catch (const std::exception& e) {  // one line, and the conversation goes on
@@ -141,7 +146,8 @@ void run_chat(ChatOptions opt) {
 
 void add_chat_command(CLI::App& app) {
   auto opt = std::make_shared<ChatOptions>();
-  CLI::App* cmd = app.add_subcommand("chat", "interactive chat through the model's chat template, KV kept across turns");
+  CLI::App* cmd =
+      app.add_subcommand("chat", "interactive chat through the model's chat template, KV kept across turns");
   cmd->add_option("-m,--model", opt->model, "GGUF model")->required();
   cmd->add_option("--system", opt->system, "system message opening the conversation");
   cmd->add_option("-n,--n-predict", opt->n_predict, "most tokens per answer")->capture_default_str();

@@ -31,8 +31,8 @@ struct ClaimsOptions {
   bool quick = false;
   std::string out = "claims-out";
   int threads = 0;
-  int samples = 0;     // 0: the plan's
-  std::string shard;   // "i/n"; empty: every sample
+  int samples = 0;                 // 0: the plan's
+  std::string shard;               // "i/n"; empty: every sample
   std::vector<std::string> merge;  // shard directories to merge into OUT first
 };
 
@@ -91,8 +91,9 @@ void run_claims(const ClaimsOptions& opt) {
   ThreadPool pool(opt.threads);
   const eval::TaskCatalog catalog = eval::generated_tasks();
   fmt::print("kvslim claims{}{}: {}; tasks {} at {} tokens, {} held-out samples each ({} multi-turn {}); budgets {}\n",
-             opt.quick ? " --quick" : "", opt.shard.empty() ? "" : " --shard " + opt.shard, opt.model, fmt::join(plan.tasks, ","), fmt::join(plan.lengths, ","),
-             plan.samples, plan.mt_samples, plan.mt_task, fmt::join(plan.budgets, ","));
+             opt.quick ? " --quick" : "", opt.shard.empty() ? "" : " --shard " + opt.shard, opt.model,
+             fmt::join(plan.tasks, ","), fmt::join(plan.lengths, ","), plan.samples, plan.mt_samples, plan.mt_task,
+             fmt::join(plan.budgets, ","));
   std::vector<std::vector<eval::SampleRecord>> records;
   int64_t ran = 0, skipped = 0;
   for (const eval::ClaimsSweep& s : sweeps) {
@@ -106,9 +107,10 @@ void run_claims(const ClaimsOptions& opt) {
     records.push_back(eval::read_records((std::filesystem::path(s.options.out_dir) / "samples.jsonl").string()));
   }
   if (!opt.shard.empty()) {
-    fmt::print("claims shard {}: {} runs done, {} already in {}; no table for one shard: merge the shards with "
-               "`kvslim claims --merge DIR... --out OUT` and the same options\n",
-               opt.shard, ran, skipped, opt.out);
+    fmt::print(
+        "claims shard {}: {} runs done, {} already in {}; no table for one shard: merge the shards with "
+        "`kvslim claims --merge DIR... --out OUT` and the same options\n",
+        opt.shard, ran, skipped, opt.out);
     return;
   }
   if (!opt.merge.empty() && ran > 0)
@@ -134,12 +136,14 @@ void run_claims(const ClaimsOptions& opt) {
 
 void add_claims_command(CLI::App& app) {
   auto opt = std::make_shared<ClaimsOptions>();
-  CLI::App* cmd = app.add_subcommand("claims", "do the seed papers' claims hold on this model? one table, with intervals");
+  CLI::App* cmd =
+      app.add_subcommand("claims", "do the seed papers' claims hold on this model? one table, with intervals");
   cmd->add_flag("--quick", opt->quick,
                 "1024 tokens only (the full run adds 2048 and 4096): about 90 s on 2 cores with the default model");
   cmd->add_option("-m,--model", opt->model, "GGUF model")->capture_default_str();
   cmd->add_option("--adapter", opt->adapter, "LookaheadKV adapter (default: MODEL's .lookahead.gguf, if present)");
-  cmd->add_option("--out", opt->out, "output directory (runs already in it are kept and skipped)")->capture_default_str();
+  cmd->add_option("--out", opt->out, "output directory (runs already in it are kept and skipped)")
+      ->capture_default_str();
   cmd->add_option("--threads", opt->threads, "threads (0: all cores)")->capture_default_str();
   cmd->add_option("--samples", opt->samples,
                   "held-out samples per task and length (default 8; multi-turn: twice as many); fewer: a smoke run")

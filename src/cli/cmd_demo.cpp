@@ -43,9 +43,10 @@ std::vector<eval::MethodSpec> methods_with_adapter(const std::string& list, cons
       if (adapter.empty()) {
         const std::string wanted = adapter_path_beside(model);
         if (list != kDefaultMethods)
-          fail("demo: lookaheadkv needs an adapter and {} does not exist (write lookaheadkv:adapter=FILE, or make "
-               "one with `kvslim train-lookahead`)",
-               wanted);
+          fail(
+              "demo: lookaheadkv needs an adapter and {} does not exist (write lookaheadkv:adapter=FILE, or make "
+              "one with `kvslim train-lookahead`)",
+              wanted);
         fmt::print(stderr, "demo: lookaheadkv left out: no adapter {} (kvslim train-lookahead makes one)\n", wanted);
         dropped = true;
         continue;
@@ -95,10 +96,11 @@ void run_demo(const DemoOptions& opt) {
 
   const auto model = Model::load(opt.model);
   ThreadPool pool(opt.threads);
-  fmt::print("kvslim demo: {} ({} layers, dim {}, {} KV heads); methods {}; budgets {}; tasks {} at {} tokens, {} samples each\n",
-             opt.model, model->config().n_layers, model->config().dim, model->config().n_kv_heads, opt.methods,
-             fmt::join(opt.budgets, ","), fmt::join(opt.grid.tasks, ","), fmt::join(opt.grid.lengths, ","),
-             opt.grid.samples);
+  fmt::print(
+      "kvslim demo: {} ({} layers, dim {}, {} KV heads); methods {}; budgets {}; tasks {} at {} tokens, {} samples "
+      "each\n",
+      opt.model, model->config().n_layers, model->config().dim, model->config().n_kv_heads, opt.methods,
+      fmt::join(opt.budgets, ","), fmt::join(opt.grid.tasks, ","), fmt::join(opt.grid.lengths, ","), opt.grid.samples);
   const eval::SampleSource source = eval::generated_source(opt.grid, catalog, model->tokenizer());
   Progress progress;
   eval::run_sweep(*model, pool, source, sweep, std::ref(progress));
@@ -115,11 +117,15 @@ void run_demo(const DemoOptions& opt) {
 
 void add_demo_command(CLI::App& app) {
   auto opt = std::make_shared<DemoOptions>();
-  CLI::App* cmd = app.add_subcommand("demo", "compare the full cache and eviction methods on the default model: score, KV memory, speed");
+  CLI::App* cmd = app.add_subcommand(
+      "demo", "compare the full cache and eviction methods on the default model: score, KV memory, speed");
   cmd->add_option("-m,--model", opt->model, "GGUF model")->capture_default_str();
   cmd->add_option("--methods", opt->methods,
-                  "methods, comma-separated (as kvslim eval); a bare lookaheadkv takes MODEL.lookahead.gguf")->capture_default_str();
-  cmd->add_option("--budgets", opt->budgets, "budgets in tokens per layer and KV head")->delimiter(',')->capture_default_str();
+                  "methods, comma-separated (as kvslim eval); a bare lookaheadkv takes MODEL.lookahead.gguf")
+      ->capture_default_str();
+  cmd->add_option("--budgets", opt->budgets, "budgets in tokens per layer and KV head")
+      ->delimiter(',')
+      ->capture_default_str();
   cmd->add_option("--tasks", opt->grid.tasks, "generated tasks")->delimiter(',')->capture_default_str();
   cmd->add_option("--lengths", opt->grid.lengths, "prompt lengths in tokens")->delimiter(',')->capture_default_str();
   cmd->add_option("--samples", opt->grid.samples, "samples per task and length")->capture_default_str();

@@ -77,7 +77,8 @@ void run_with_kv_file(const GenerateOptions& opt, const Model& model, ThreadPool
     fmt::print("{}\n", out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
   } else {
     fmt::print("\n");
-    fmt::print(stderr, "prompt: {} tokens run, {} reused from the KV file, {:.1f} ms ({:.1f} tok/s); generated: {} "
+    fmt::print(stderr,
+               "prompt: {} tokens run, {} reused from the KV file, {:.1f} ms ({:.1f} tok/s); generated: {} "
                "tokens, {:.1f} ms ({:.1f} tok/s); stop: {}; press {} ({:.1f} tokens kept per head); KV bytes {}{}\n",
                t.turn_tokens, t.reused, t.prefill_ms, t.prefill_tokens_per_s(), a.tokens.size(), t.decode_ms,
                t.decode_tokens_per_s(), to_string(a.stop_reason), live->compression().press, t.kept_tokens, t.kv_bytes,
@@ -136,10 +137,12 @@ void run_generate(GenerateOptions opt) {
     fmt::print("{}\n", out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
   } else {
     fmt::print("\n");
-    fmt::print(stderr, "prompt: {} tokens, {:.1f} ms ({:.1f} tok/s); generated: {} tokens, {:.1f} ms ({:.1f} tok/s); "
+    fmt::print(stderr,
+               "prompt: {} tokens, {:.1f} ms ({:.1f} tok/s); generated: {} tokens, {:.1f} ms ({:.1f} tok/s); "
                "stop: {}; press {} (scoring {:.1f} ms, {:.1f} tokens kept per head); KV bytes peak {} final {}\n",
-               r.n_prompt, r.prefill_ms, prefill_tok_s, r.tokens.size(), r.decode_ms, decode_tok_s, to_string(r.stop_reason),
-               opt.compression.press, r.score_ms, r.kept_tokens, r.kv_bytes_peak, r.kv_bytes_final);
+               r.n_prompt, r.prefill_ms, prefill_tok_s, r.tokens.size(), r.decode_ms, decode_tok_s,
+               to_string(r.stop_reason), opt.compression.press, r.score_ms, r.kept_tokens, r.kv_bytes_peak,
+               r.kv_bytes_final);
   }
 }
 
@@ -155,8 +158,10 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("--top-k", opt->sampling.top_k, "top-k (0: off)")->capture_default_str();
   cmd->add_option("--top-p", opt->sampling.top_p, "top-p (1: off)")->capture_default_str();
   cmd->add_option("--min-p", opt->sampling.min_p, "min-p (0: off)")->capture_default_str();
-  cmd->add_option("--repeat-penalty", opt->sampling.repeat_penalty, "repetition penalty (1: off)")->capture_default_str();
-  cmd->add_option("--repeat-last-n", opt->sampling.repeat_last_n, "tokens the penalty looks back")->capture_default_str();
+  cmd->add_option("--repeat-penalty", opt->sampling.repeat_penalty, "repetition penalty (1: off)")
+      ->capture_default_str();
+  cmd->add_option("--repeat-last-n", opt->sampling.repeat_last_n, "tokens the penalty looks back")
+      ->capture_default_str();
   cmd->add_option("--seed", opt->sampling.seed, "sampling seed")->capture_default_str();
   add_compression_options(*cmd, opt->compression);
   add_lookahead_adapter_option(*cmd, opt->lookahead_adapter);

@@ -52,8 +52,13 @@ nlohmann::json describe(const Model& model) {
       {"weight_bytes", model.weight_bytes()},
       {"kv_bytes_per_token", model.kv_bytes_per_token()},  // f32 pages
       {"kv_bytes_per_token_by_type", kv_bytes_by_type(c)},
-      {"tokenizer", {{"model", tok.model_name()}, {"pre", tok.pre_name()}, {"tokens", tok.n_vocab()},
-                     {"bos", tok.bos_id()}, {"eos", tok.eos_id()}, {"add_bos", tok.add_bos_by_default()}}},
+      {"tokenizer",
+       {{"model", tok.model_name()},
+        {"pre", tok.pre_name()},
+        {"tokens", tok.n_vocab()},
+        {"bos", tok.bos_id()},
+        {"eos", tok.eos_id()},
+        {"add_bos", tok.add_bos_by_default()}}},
   };
 }
 
@@ -66,7 +71,8 @@ void add_info_command(CLI::App& app) {
     bool system = false;
   };
   auto opt = std::make_shared<Options>();
-  CLI::App* cmd = app.add_subcommand("info", "architecture, shapes, types, tokenizer and sizes of a model; --system: the CPU and kernels");
+  CLI::App* cmd = app.add_subcommand(
+      "info", "architecture, shapes, types, tokenizer and sizes of a model; --system: the CPU and kernels");
   cmd->add_option("model", opt->model, "GGUF model (optional with --system)");
   cmd->add_flag("--system", opt->system,
                 "the CPU, the instruction-set level the kernels run at (KVSLIM_ISA forces a lower one) and the kernel "
@@ -93,14 +99,16 @@ void add_info_command(CLI::App& app) {
     const nlohmann::json& sys = info["system"];
     fmt::print("{:<20} {}\n", "cpu", sys["cpu"].get<std::string>());
     fmt::print("{:<20} {} (best {}; this CPU runs: {}; compiled: {})\n", "isa", sys["isa"].get<std::string>(),
-               sys["isa_best"].get<std::string>(), fmt::join(sys["isa_supported"].get<std::vector<std::string>>(), ", "),
+               sys["isa_best"].get<std::string>(),
+               fmt::join(sys["isa_supported"].get<std::vector<std::string>>(), ", "),
                fmt::join(sys["isa_compiled"].get<std::vector<std::string>>(), ", "));
     for (const auto& [type, k] : sys["weight_kernels"].items()) {
       fmt::print("{:<20} decode: {}; prefill: {}\n", "weights " + type, k["decode"].get<std::string>(),
                  k["prefill"].get<std::string>());
     }
     if (sys.contains("kv_kernels")) {
-      for (const auto& [type, k] : sys["kv_kernels"].items()) fmt::print("{:<20} {}\n", "kv " + type, k.get<std::string>());
+      for (const auto& [type, k] : sys["kv_kernels"].items())
+        fmt::print("{:<20} {}\n", "kv " + type, k.get<std::string>());
     }
   });
 }

@@ -35,8 +35,9 @@ void run_inspect(const InspectOptions& opt) {
   validate_prompt(*model, opt.engine, tokens);
   const int64_t budget = compression.budget_for(int64_t(tokens.size()));
   ThreadPool pool(opt.threads);
-  Session session(*model, pool,
-                  {.engine = opt.engine, .capacity = int64_t(tokens.size()), .press = compression.press.get(), .budget = budget});
+  Session session(
+      *model, pool,
+      {.engine = opt.engine, .capacity = int64_t(tokens.size()), .press = compression.press.get(), .budget = budget});
   if (opt.scores) session.record_scores();
   session.prefill(tokens);
 

@@ -49,17 +49,28 @@ void run_perplexity(const PerplexityCliOptions& opt) {
   if (opt.json) {
     nlohmann::json chunks = nlohmann::json::array();
     for (const eval::PerplexityChunk& c : r.chunks) {
-      chunks.push_back({{"ppl", c.ppl}, {"cumulative_ppl", c.cumulative_ppl}, {"nll", c.nll}, {"scored", c.scored},
-                        {"kept_tokens", c.kept_tokens}, {"seconds", c.seconds}});
+      chunks.push_back({{"ppl", c.ppl},
+                        {"cumulative_ppl", c.cumulative_ppl},
+                        {"nll", c.nll},
+                        {"scored", c.scored},
+                        {"kept_tokens", c.kept_tokens},
+                        {"seconds", c.seconds}});
     }
     const nlohmann::json out = {
-        {"model", opt.model},        {"text", opt.text_file},       {"ppl", r.ppl},
-        {"ppl_error", r.ppl_error},  {"ctx", opt.ppl.ctx},          {"batch", opt.ppl.batch},
-        {"tokens", r.tokens_total},  {"tokens_scored", r.tokens_scored}, {"seconds", r.seconds},
+        {"model", opt.model},
+        {"text", opt.text_file},
+        {"ppl", r.ppl},
+        {"ppl_error", r.ppl_error},
+        {"ctx", opt.ppl.ctx},
+        {"batch", opt.ppl.batch},
+        {"tokens", r.tokens_total},
+        {"tokens_scored", r.tokens_scored},
+        {"seconds", r.seconds},
         {"press", opt.ppl.compression.press},
         {"budget", opt.ppl.compression.budget ? nlohmann::json(*opt.ppl.compression.budget) : nlohmann::json()},
         {"ratio", opt.ppl.compression.ratio ? nlohmann::json(*opt.ppl.compression.ratio) : nlohmann::json()},
-        {"threads", pool.size()},    {"chunks", chunks},
+        {"threads", pool.size()},
+        {"chunks", chunks},
     };
     fmt::print("{}\n", out.dump());
   } else {

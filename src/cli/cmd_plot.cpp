@@ -15,7 +15,8 @@ void add_plot_command(CLI::App& app) {
     std::string out;
   };
   auto opt = std::make_shared<Options>();
-  CLI::App* cmd = app.add_subcommand("plot", "SVG charts of an eval directory: score vs budget, NIAH heatmaps, memory vs score");
+  CLI::App* cmd =
+      app.add_subcommand("plot", "SVG charts of an eval directory: score vs budget, NIAH heatmaps, memory vs score");
   cmd->add_option("dir", opt->dir, "eval output directory (with samples.jsonl)")->required();
   cmd->add_option("-o,--out", opt->out, "directory for the SVG files (default: DIR/plots)");
   cmd->callback([opt] {

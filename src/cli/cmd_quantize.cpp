@@ -49,8 +49,8 @@ void add_quantize_command(CLI::App& app) {
           what += fmt::format("  (fallback: rows of {} are not whole {} blocks)", t.dims[0], dtype_name(t.wanted));
         }
       }
-      fmt::print(stderr, "[{:>4}/{}] {:<34} [{:>13}] {}  {:.2f} -> {:.2f} MiB\n", t.index, t.count, t.name, shape(t.dims),
-                 what, mib(t.bytes_in), mib(t.bytes_out));
+      fmt::print(stderr, "[{:>4}/{}] {:<34} [{:>13}] {}  {:.2f} -> {:.2f} MiB\n", t.index, t.count, t.name,
+                 shape(t.dims), what, mib(t.bytes_in), mib(t.bytes_out));
     });
     fmt::print(stderr,
                "quantized {} of {} tensors ({} fallbacks) in {:.1f} s: {:.2f} MiB -> {:.2f} MiB of tensor data\n"

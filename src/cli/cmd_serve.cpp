@@ -76,7 +76,8 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--port", opt->port, "port (0: any free port, printed on start)")->capture_default_str();
   cmd->add_option("--parallel", opt->parallel, "slots: requests generated at once")->capture_default_str();
   cmd->add_option("--queue", opt->queue, "requests waiting for a slot before answering 503")->capture_default_str();
-  cmd->add_option("--kv-mem", opt->kv_mem_mib, "cap on the KV memory of all slots, MiB (0: none)")->capture_default_str();
+  cmd->add_option("--kv-mem", opt->kv_mem_mib, "cap on the KV memory of all slots, MiB (0: none)")
+      ->capture_default_str();
   add_compression_options(*cmd, opt->compression);
   auto lookahead_adapter = std::make_shared<std::string>();
   add_lookahead_adapter_option(*cmd, *lookahead_adapter);
@@ -89,7 +90,8 @@ void add_serve_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--max-tokens", opt->limits.max_tokens, "largest max_tokens a request may ask for")
       ->capture_default_str();
-  cmd->add_option("--max-body", opt->max_body_bytes, "largest request body in bytes (413 beyond)")->capture_default_str();
+  cmd->add_option("--max-body", opt->max_body_bytes, "largest request body in bytes (413 beyond)")
+      ->capture_default_str();
   cmd->callback([opt, lookahead_adapter] { run_serve(*opt, *lookahead_adapter); });
 }
 

@@ -36,7 +36,9 @@ class ProgressLine {
     last_print_ = now;
     const double elapsed = std::chrono::duration<double>(now - start_).count();
     const double eta = p.done > 0 ? elapsed / p.done * (p.total - p.done) : 0;
-    const char* what = p.phase == Phase::Responses ? "responses" : p.phase == Phase::Targets ? "targets  " : "training ";
+    const char* what = p.phase == Phase::Responses ? "responses"
+                       : p.phase == Phase::Targets ? "targets  "
+                                                   : "training ";
     constexpr int kWidth = 24;
     const int filled = p.total > 0 ? kWidth * p.done / p.total : 0;
     fmt::print(stderr, "\r{} [{}{}] {}/{}", what, std::string(filled, '='), std::string(kWidth - filled, ' '), p.done,
@@ -102,7 +104,8 @@ void run(Options& opt) {
 void add_train_lookahead_command(CLI::App& app) {
   auto opt = std::make_shared<Options>();
   LookaheadTrainOptions& t = opt->train;
-  CLI::App* cmd = app.add_subcommand("train-lookahead", "train a LookaheadKV adapter (lookahead rows + LoRA) for a model");
+  CLI::App* cmd =
+      app.add_subcommand("train-lookahead", "train a LookaheadKV adapter (lookahead rows + LoRA) for a model");
   cmd->add_option("-m,--model", opt->model, "base GGUF model (frozen)")->required();
   cmd->add_option("-o,--output", opt->out, "adapter GGUF to write")->required();
   cmd->add_option("--init", opt->init, "start from this adapter (its shape overrides --lookahead/--rank/--alpha)");

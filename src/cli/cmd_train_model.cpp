@@ -48,11 +48,11 @@ class Reporter {
     answer_sum_ += r.stats.answer_loss;
     ++loss_count_;
     const double eta = double(r.total_steps - r.step) * double(batch_tokens_) / std::max(rate_, 1e-9);
-    const std::string line =
-        fmt::format("step {}/{} {:5.1f}% | len {} | loss {:.4f} | answer {:.4f} | lr {:.2e} | |g| {:.2f} | {:.0f} tok/s | "
-                    "ETA {}",
-                    r.step, r.total_steps, 100.0 * double(r.step) / double(r.total_steps), r.length, r.stats.loss,
-                    r.stats.answer_loss, r.stats.lr, r.stats.grad_norm, rate_, duration(eta));
+    const std::string line = fmt::format(
+        "step {}/{} {:5.1f}% | len {} | loss {:.4f} | answer {:.4f} | lr {:.2e} | |g| {:.2f} | {:.0f} tok/s | "
+        "ETA {}",
+        r.step, r.total_steps, 100.0 * double(r.step) / double(r.total_steps), r.length, r.stats.loss,
+        r.stats.answer_loss, r.stats.lr, r.stats.grad_norm, rate_, duration(eta));
     if (r.step % log_every_ == 0 || r.step == r.total_steps) {
       // A lasting line with the mean loss since the last one: the loss curve.
       clear();
@@ -66,9 +66,11 @@ class Reporter {
       dirty_ = true;
     }
     if (log_.is_open()) {
-      log_ << nlohmann::json{{"step", r.step}, {"length", r.length}, {"sequences", r.sequences},
-                             {"tokens", r.stats.tokens}, {"loss", r.stats.loss}, {"answer_loss", r.stats.answer_loss}, {"lr", r.stats.lr},
-                             {"grad_norm", r.stats.grad_norm}, {"seconds", r.seconds}, {"elapsed", elapsed_}}
+      log_ << nlohmann::json{{"step", r.step},           {"length", r.length},
+                             {"sequences", r.sequences}, {"tokens", r.stats.tokens},
+                             {"loss", r.stats.loss},     {"answer_loss", r.stats.answer_loss},
+                             {"lr", r.stats.lr},         {"grad_norm", r.stats.grad_norm},
+                             {"seconds", r.seconds},     {"elapsed", elapsed_}}
                   .dump()
            << '\n';
       log_.flush();
@@ -175,13 +177,15 @@ void add_train_model_command(CLI::App& app) {
   c.context_length = 2304;
   t.step.schedule = train::LrSchedule{3e-3f, 20, 4000, 0.1f};
 
-  CLI::App* cmd = app.add_subcommand("train-model", "train a llama model from scratch on the synthetic long-context tasks");
+  CLI::App* cmd =
+      app.add_subcommand("train-model", "train a llama model from scratch on the synthetic long-context tasks");
   cmd->add_option("--layers", c.n_layers, "transformer blocks")->capture_default_str();
   cmd->add_option("--dim", c.dim, "embedding size")->capture_default_str();
   cmd->add_option("--heads", c.n_heads, "query heads")->capture_default_str();
   cmd->add_option("--kv-heads", c.n_kv_heads, "key/value heads (GQA)")->capture_default_str();
   cmd->add_option("--ffn", c.ffn_dim, "feed-forward size")->capture_default_str();
-  cmd->add_option("--ctx", c.context_length, "context length (RoPE table; longest training sequence)")->capture_default_str();
+  cmd->add_option("--ctx", c.context_length, "context length (RoPE table; longest training sequence)")
+      ->capture_default_str();
   cmd->add_option("--rope-base", c.rope_base, "RoPE frequency base")->capture_default_str();
   cmd->add_flag("--untied", opt->untied, "a separate output matrix (default: tied to the token embedding)");
   cmd->add_option("--vocab-from", t.vocab_path, "tokenizer GGUF (e.g. from train-tokenizer; default: byte vocabulary)");

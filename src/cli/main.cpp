@@ -16,13 +16,27 @@ namespace {
 // under "Other" (and test_cli checks that none is).
 const std::map<std::string, std::string>& command_groups() {
   static const std::map<std::string, std::string> groups = {
-      {"generate", "Run"},        {"chat", "Run"},          {"serve", "Run"},
-      {"bench", "Run"},           {"presses", "Compress"},  {"inspect", "Compress"},
-      {"eval", "Evaluate"},       {"eval-merge", "Evaluate"}, {"plot", "Evaluate"},
-      {"demo", "Evaluate"},       {"claims", "Evaluate"},   {"perplexity", "Evaluate"},
-      {"train-tokenizer", "Train"}, {"train-model", "Train"}, {"init-adapter", "Train"},
-      {"train-lookahead", "Train"}, {"info", "Tools"},      {"tokenize", "Tools"},
-      {"init-model", "Tools"},    {"quantize", "Tools"},    {"apply-template", "Tools"},
+      {"generate", "Run"},
+      {"chat", "Run"},
+      {"serve", "Run"},
+      {"bench", "Run"},
+      {"presses", "Compress"},
+      {"inspect", "Compress"},
+      {"eval", "Evaluate"},
+      {"eval-merge", "Evaluate"},
+      {"plot", "Evaluate"},
+      {"demo", "Evaluate"},
+      {"claims", "Evaluate"},
+      {"perplexity", "Evaluate"},
+      {"train-tokenizer", "Train"},
+      {"train-model", "Train"},
+      {"init-adapter", "Train"},
+      {"train-lookahead", "Train"},
+      {"info", "Tools"},
+      {"tokenize", "Tools"},
+      {"init-model", "Tools"},
+      {"quantize", "Tools"},
+      {"apply-template", "Tools"},
   };
   return groups;
 }

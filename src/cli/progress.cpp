@@ -26,14 +26,14 @@ void Progress::operator()(const eval::SweepProgress& p) {
   const std::string what = r.budget > 0 ? fmt::format("{} @{} {} {}", r.method, r.budget, r.task, r.length)
                                         : fmt::format("{} {} {}", r.method, r.task, r.length);
   if (!terminal_) {
-    fmt::print(stderr, "[{}/{}] {} seed {}: score {:.3f}, {:.0f} ms; elapsed {}, ETA {}\n", p.done, p.total, what, r.seed,
-               r.score, r.prefill_ms + r.decode_ms, format_duration(elapsed), format_duration(eta));
+    fmt::print(stderr, "[{}/{}] {} seed {}: score {:.3f}, {:.0f} ms; elapsed {}, ETA {}\n", p.done, p.total, what,
+               r.seed, r.score, r.prefill_ms + r.decode_ms, format_duration(elapsed), format_duration(eta));
     return;
   }
   constexpr int kWidth = 30;
   const int filled = p.total > 0 ? int(double(kWidth) * double(p.done) / double(p.total)) : kWidth;
-  fmt::print(stderr, "\r[{:=<{}}{:<{}}] {}/{} elapsed {} ETA {}  {}\x1b[K", "", filled, "", kWidth - filled, p.done, p.total,
-             format_duration(elapsed), format_duration(eta), what);
+  fmt::print(stderr, "\r[{:=<{}}{:<{}}] {}/{} elapsed {} ETA {}  {}\x1b[K", "", filled, "", kWidth - filled, p.done,
+             p.total, format_duration(elapsed), format_duration(eta), what);
   std::fflush(stderr);
   drawn_ = true;
 }

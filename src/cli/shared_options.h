@@ -38,13 +38,15 @@ inline void add_lookahead_adapter_option(CLI::App& command, std::string& path) {
 inline void refuse_compression_with_load_kv(const CompressionOptions& c, const std::string& lookahead_adapter) {
   if (c.press != "full" || c.budget || c.ratio || !c.press_options.empty() || c.prefill_evict != PrefillEvict::End ||
       !lookahead_adapter.empty())
-    fail("--load-kv takes the method, its options and the budget from the file: drop --press, --budget, --ratio, "
-         "--press-opt, --prefill-evict and --lookahead-adapter");
+    fail(
+        "--load-kv takes the method, its options and the budget from the file: drop --press, --budget, --ratio, "
+        "--press-opt, --prefill-evict and --lookahead-adapter");
 }
 
 // --cache-type-k / --cache-type-v (llama.cpp's names): the stored type of KV pages.
 inline void add_kv_type_options(CLI::App& command, EngineOptions& options) {
-  for (auto [name, type] : {std::pair{"--cache-type-k", &options.cache_type_k}, std::pair{"--cache-type-v", &options.cache_type_v}}) {
+  for (auto [name, type] :
+       {std::pair{"--cache-type-k", &options.cache_type_k}, std::pair{"--cache-type-v", &options.cache_type_v}}) {
     command
         .add_option_function<std::string>(
             name, [type, name = std::string(name)](const std::string& v) { *type = kv_type_from_name(v, name); },
@@ -76,7 +78,8 @@ inline void add_engine_options(CLI::App& command, EngineOptions& options, int& t
 // --chat-template FILE: a Jinja file used instead of the model's tokenizer.chat_template
 // (pass the path to ChatTemplate::for_model; empty means the model's own).
 inline void add_chat_template_option(CLI::App& command, std::string& path) {
-  command.add_option("--chat-template", path, "Jinja chat template file, instead of the model's tokenizer.chat_template");
+  command.add_option("--chat-template", path,
+                     "Jinja chat template file, instead of the model's tokenizer.chat_template");
 }
 
 }  // namespace kvslim::cli

@@ -60,22 +60,21 @@ std::vector<std::string> CompressionOptions::effective_options() const {
     if (default_adapter.empty() && adapter_sought.empty())
       fail("{} needs an adapter file: give --press-opt adapter=FILE (`kvslim train-lookahead` makes one)", press);
     if (default_adapter.empty())
-      fail("{} needs an adapter file and there is none: {} does not exist (give --lookahead-adapter FILE or "
-           "--press-opt adapter=FILE; `kvslim train-lookahead` makes one)",
-           press, adapter_sought);
+      fail(
+          "{} needs an adapter file and there is none: {} does not exist (give --lookahead-adapter FILE or "
+          "--press-opt adapter=FILE; `kvslim train-lookahead` makes one)",
+          press, adapter_sought);
     options.push_back("adapter=" + default_adapter);
   }
   if (prefill_evict != PrefillEvict::Block) return options;
   switch (s.can().block_eviction) {
-    case BlockEviction::Always:
-      return options;
+    case BlockEviction::Always: return options;
     case BlockEviction::Option:
       // Given once, whatever --press-opt said: --prefill-evict block is the later word.
       std::erase_if(options, [](const std::string& o) { return o.rfind("prefill=", 0) == 0; });
       options.push_back("prefill=block");
       return options;
-    case BlockEviction::None:
-      break;
+    case BlockEviction::None: break;
   }
   std::vector<std::string> always, option;
   for (const PressInfo& info : press_registry()) {

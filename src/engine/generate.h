@@ -27,12 +27,12 @@ struct GenerateResult {
   std::vector<int32_t> tokens;  // generated ids (the end-of-generation token excluded)
   std::string text;
   StopReason stop_reason = StopReason::Length;  // Eos, Length or Context
-  int n_prompt = 0;              // compressed prompt tokens (the appended ones excluded)
-  int decode_steps = 0;         // forward passes of one token (the last sampled token needs none)
-  int64_t budget = 0;           // resolved budget (0: none)
+  int n_prompt = 0;                             // compressed prompt tokens (the appended ones excluded)
+  int decode_steps = 0;                         // forward passes of one token (the last sampled token needs none)
+  int64_t budget = 0;                           // resolved budget (0: none)
   double prefill_ms = 0, score_ms = 0, decode_ms = 0;  // prefill_ms includes the appended tokens
-  double kept_tokens = 0;       // mean tokens per (layer, KV head) after prefill
-  std::optional<TokenCost> token_cost;  // Session::token_cost after prefill
+  double kept_tokens = 0;                              // mean tokens per (layer, KV head) after prefill
+  std::optional<TokenCost> token_cost;                 // Session::token_cost after prefill
   uint64_t kv_bytes_peak = 0, kv_bytes_final = 0;
   uint64_t kv_bytes_prefill = 0;  // KV bytes in use once the prompt (and the appended tokens) is cached
 };

@@ -42,7 +42,8 @@ const uint8_t* tensor(const gguf::File& file, const std::string& name, uint32_t 
   const gguf::TensorInfo* t = file.find_tensor(name);
   if (!t) fail("tensor {} is missing", name);
   if (t->type != type)
-    fail("tensor {} has element type {}, expected {}", name, gguf::tensor_type_name(t->type), gguf::tensor_type_name(type));
+    fail("tensor {} has element type {}, expected {}", name, gguf::tensor_type_name(t->type),
+         gguf::tensor_type_name(type));
   if (t->n_elements != n_elements) fail("tensor {} has {} elements, expected {}", name, t->n_elements, n_elements);
   return file.tensor_data(*t);
 }
@@ -61,10 +62,12 @@ KvFileContents read_kv_contents(const gguf::File& file, const KvFileExpectation&
   if (file.get_string_opt("kvslim.kv.format") != std::string(kFormat))
     fail("not a kvslim KV file (no kvslim.kv.format = {})", kFormat);
   const uint64_t version = file.get_uint("kvslim.kv.version");
-  if (version != kVersion) fail("KV file version {} is not supported (this kvslim reads version {})", version, kVersion);
+  if (version != kVersion)
+    fail("KV file version {} is not supported (this kvslim reads version {})", version, kVersion);
   const uint64_t fingerprint = file.get_uint("kvslim.kv.model_fingerprint");
   if (fingerprint != expect.model_fingerprint)
-    fail("made for another model (fingerprint {:016x}, this model's is {:016x})", fingerprint, expect.model_fingerprint);
+    fail("made for another model (fingerprint {:016x}, this model's is {:016x})", fingerprint,
+         expect.model_fingerprint);
   Checksum sum;
   for (const gguf::TensorInfo& t : file.tensors()) sum.add(file.tensor_data(t), t.n_bytes);
 #ifndef FUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION
@@ -100,13 +103,15 @@ KvFileContents read_kv_contents(const gguf::File& file, const KvFileExpectation&
     if (c.snapshot.history[i] < 0 || c.snapshot.history[i] >= n_vocab)
       fail("history token #{} has id {}, outside the vocabulary [0, {})", i, c.snapshot.history[i], n_vocab);
   const uint64_t n_prompt = file.get_uint("kvslim.kv.prompt_tokens");
-  if (n_prompt > c.snapshot.history.size()) fail("prompt of {} tokens exceeds the history of {}", n_prompt, c.snapshot.history.size());
+  if (n_prompt > c.snapshot.history.size())
+    fail("prompt of {} tokens exceeds the history of {}", n_prompt, c.snapshot.history.size());
   c.snapshot.prompt.assign(c.snapshot.history.begin(), c.snapshot.history.begin() + int64_t(n_prompt));
   c.snapshot.last_logits = read_array<float>(file, "last_logits", uint32_t(gguf::TensorType::F32), uint64_t(n_vocab));
   c.snapshot.turns = c.meta.turns;
 
   const std::vector<int64_t> sizes = file.get_int_array("kvslim.kv.head_sizes");
-  if (sizes.size() != layers * kv_heads) fail("kvslim.kv.head_sizes has {} entries, expected {}", sizes.size(), layers * kv_heads);
+  if (sizes.size() != layers * kv_heads)
+    fail("kvslim.kv.head_sizes has {} entries, expected {}", sizes.size(), layers * kv_heads);
   const int64_t n_history = int64_t(c.snapshot.history.size());
   c.heads.resize(sizes.size());
   for (int l = 0; l < expect.n_layers; ++l)
@@ -129,7 +134,8 @@ KvFileContents read_kv_contents(const gguf::File& file, const KvFileExpectation&
   // Press state: every tensor named press.f32.NAME / press.i64.NAME.
   for (const gguf::TensorInfo& t : file.tensors()) {
     if (t.name.rfind("press.f32.", 0) == 0)
-      c.press_state.f32[t.name.substr(10)] = read_array<float>(file, t.name, uint32_t(gguf::TensorType::F32), t.n_elements);
+      c.press_state.f32[t.name.substr(10)] =
+          read_array<float>(file, t.name, uint32_t(gguf::TensorType::F32), t.n_elements);
     else if (t.name.rfind("press.i64.", 0) == 0)
       c.press_state.i64[t.name.substr(10)] = read_array<int64_t>(file, t.name, kTypeI64, t.n_elements);
   }

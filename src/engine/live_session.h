@@ -20,12 +20,12 @@ namespace kvslim {
 
 // What one turn did (`/stats` in chat, per-turn rows in the multi-turn eval).
 struct TurnStats {
-  int64_t turn_tokens = 0;   // tokens run through the model for this turn's prompt (re-prefilled included)
-  int64_t reused = 0;        // conversation tokens already cached (not run again)
-  int64_t reprefilled = 0;   // history tokens dropped because the conversation differs from them
-  int64_t history = 0;       // tokens of the history after the turn (answer included)
-  double kept_tokens = 0;    // mean tokens per (layer, KV head) after the turn's prefill
-  uint64_t kv_bytes = 0;     // KV bytes in use after the answer
+  int64_t turn_tokens = 0;  // tokens run through the model for this turn's prompt (re-prefilled included)
+  int64_t reused = 0;       // conversation tokens already cached (not run again)
+  int64_t reprefilled = 0;  // history tokens dropped because the conversation differs from them
+  int64_t history = 0;      // tokens of the history after the turn (answer included)
+  double kept_tokens = 0;   // mean tokens per (layer, KV head) after the turn's prefill
+  uint64_t kv_bytes = 0;    // KV bytes in use after the answer
   double prefill_ms = 0, score_ms = 0, decode_ms = 0;
   int generated = 0, decode_steps = 0;
   StopReason stop_reason = StopReason::None;  // None before an answer

@@ -8,7 +8,8 @@ nlohmann::json press_catalogue() {
   nlohmann::json out = nlohmann::json::array();
   for (const PressInfo& info : press_registry()) {
     nlohmann::json options = nlohmann::json::array();
-    for (const OptionSpec& o : info.options) options.push_back({{"key", o.key}, {"default", o.default_value}, {"help", o.help}});
+    for (const OptionSpec& o : info.options)
+      options.push_back({{"key", o.key}, {"default", o.default_value}, {"help", o.help}});
     out.push_back({{"name", info.name},
                    {"description", info.description},
                    {"options", options},

@@ -12,7 +12,8 @@ void SamplerParams::validate() const {
   if (!(temperature >= 0) || !std::isfinite(temperature)) fail("--temp must be >= 0 (got {})", temperature);
   if (!(top_p > 0 && top_p <= 1)) fail("--top-p must be in (0, 1] (got {})", top_p);
   if (!(min_p >= 0 && min_p < 1)) fail("--min-p must be in [0, 1) (got {})", min_p);
-  if (!(repeat_penalty > 0) || !std::isfinite(repeat_penalty)) fail("--repeat-penalty must be > 0 (got {})", repeat_penalty);
+  if (!(repeat_penalty > 0) || !std::isfinite(repeat_penalty))
+    fail("--repeat-penalty must be > 0 (got {})", repeat_penalty);
   if (repeat_last_n < 0) fail("--repeat-last-n must be >= 0 (got {})", repeat_last_n);
 }
 
@@ -45,7 +46,9 @@ int32_t Sampler::sample(const float* logits, const std::vector<int32_t>& history
   if (params_.temperature <= 0) return argmax(logits);
 
   for (int32_t i = 0; i < n_vocab_; ++i) candidates_[i] = {i, logits[i], 0.0f};
-  auto by_logit = [](const Candidate& a, const Candidate& b) { return a.logit > b.logit || (a.logit == b.logit && a.id < b.id); };
+  auto by_logit = [](const Candidate& a, const Candidate& b) {
+    return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
+  };
   size_t n = candidates_.size();
   if (params_.top_k > 0 && size_t(params_.top_k) < n) {
     std::partial_sort(candidates_.begin(), candidates_.begin() + params_.top_k, candidates_.end(), by_logit);
@@ -55,7 +58,8 @@ int32_t Sampler::sample(const float* logits, const std::vector<int32_t>& history
   }
   auto softmax = [&](float temperature) {
     double sum = 0;
-    for (size_t i = 0; i < n; ++i) sum += candidates_[i].p = std::exp((candidates_[i].logit - candidates_[0].logit) / temperature);
+    for (size_t i = 0; i < n; ++i)
+      sum += candidates_[i].p = std::exp((candidates_[i].logit - candidates_[0].logit) / temperature);
     for (size_t i = 0; i < n; ++i) candidates_[i].p = float(candidates_[i].p / sum);
   };
   softmax(1.0f);

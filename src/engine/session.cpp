@@ -43,8 +43,10 @@ void EngineOptions::validate() const {
   if (context < 1) fail("--ctx must be >= 1 (got {})", context);
   if (batch < 1) fail("--batch must be >= 1 (got {})", batch);
   if (page_tokens < 1 || page_tokens > 65536) fail("--kv-page must be in [1, 65536] (got {})", page_tokens);
-  if (!is_kv_type(cache_type_k)) fail("--cache-type-k {} is not a KV cache type (valid: f32, f16, bf16, q8_0)", dtype_name(cache_type_k));
-  if (!is_kv_type(cache_type_v)) fail("--cache-type-v {} is not a KV cache type (valid: f32, f16, bf16, q8_0)", dtype_name(cache_type_v));
+  if (!is_kv_type(cache_type_k))
+    fail("--cache-type-k {} is not a KV cache type (valid: f32, f16, bf16, q8_0)", dtype_name(cache_type_k));
+  if (!is_kv_type(cache_type_v))
+    fail("--cache-type-v {} is not a KV cache type (valid: f32, f16, bf16, q8_0)", dtype_name(cache_type_v));
 }
 
 Session::Session(const Model& model, ThreadPool& pool, const SessionOptions& options)

@@ -20,8 +20,8 @@
 namespace kvslim {
 
 struct EngineOptions {
-  int context = 4096;  // most tokens (prompt + generated) one head may hold
-  int batch = 512;     // prefill block size
+  int context = 4096;     // most tokens (prompt + generated) one head may hold
+  int batch = 512;        // prefill block size
   int page_tokens = 256;  // KV storage granularity: tokens per page of one head
   // Stored types of the KV pages (--cache-type-k / --cache-type-v): f32, f16, bf16 or q8_0.
   // f16 halves the memory of f32 at an error far below the model's own (docs/kv-cache.md).
@@ -84,7 +84,9 @@ class Session final : private PressContext {
   // Feeds one token at the next position; returns its logits.
   const float* decode(int32_t token);
   // Every later forward pass hands each layer's attention output to `hook` (see Forward).
-  void set_attention_output_hook(Forward::AttentionOutputHook hook) { forward_.set_attention_output_hook(std::move(hook)); }
+  void set_attention_output_hook(Forward::AttentionOutputHook hook) {
+    forward_.set_attention_output_hook(std::move(hook));
+  }
 
   int64_t n_past() const override { return n_past_; }
   // Every token run through the model, in position order (turns, extensions, decoded tokens).

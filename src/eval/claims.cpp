@@ -210,7 +210,8 @@ std::vector<ClaimRow> claim_rows(const ClaimsPlan& plan, const ClaimsRecords& al
                                   aware = in_plan(all.aware, plan.tasks, plan.samples),
                                   recall = in_plan(all.recall, plan.tasks, plan.samples),
                                   block = in_plan(all.block, plan.tasks, plan.samples),
-                                  later_turns = mean_over_turns(in_plan(all.multi_turn, {plan.mt_task}, plan.mt_samples), 2);
+                                  later_turns =
+                                      mean_over_turns(in_plan(all.multi_turn, {plan.mt_task}, plan.mt_samples), 2);
   const std::string lengths = join([&] {
     std::vector<std::string> s;
     for (int64_t l : plan.lengths) s.push_back(std::to_string(l));
@@ -230,12 +231,13 @@ std::vector<ClaimRow> claim_rows(const ClaimsPlan& plan, const ClaimsRecords& al
       "MiB (end-of-prefill SnapKV's, the whole prompt cached, for comparison)",
       qa, plan.block, plan.block, plan.block, plan.block);
   for (const char* other : kBlockBaselines)
-    comparisons.push_back({"KeyDiff", fmt::format("above {} under block-wise prefill, bounded memory", other), kd, &block,
-                           block_label("keydiff", plan.block), block_label(other, plan.block)});
+    comparisons.push_back({"KeyDiff", fmt::format("above {} under block-wise prefill, bounded memory", other), kd,
+                           &block, block_label("keydiff", plan.block), block_label(other, plan.block)});
   comparisons.push_back({"DapQ", "above SnapKV at small budgets", qa, &aware, "dapq", "snapkv"});
-  comparisons.push_back({"DapQ", "closer than SnapKV to the true-query oracle (recall@B)",
-                         qa + "; oracle: the top-B positions of the full cache's own 32-token greedy response's attention",
-                         &recall, "dapq", "snapkv", "recall"});
+  comparisons.push_back(
+      {"DapQ", "closer than SnapKV to the true-query oracle (recall@B)",
+       qa + "; oracle: the top-B positions of the full cache's own 32-token greedy response's attention", &recall,
+       "dapq", "snapkv", "recall"});
   if (!plan.adapter.empty()) {
     const std::string la = lookahead_label(plan);
     comparisons.push_back({"LookaheadKV", "above SnapKV at small budgets", qa, &aware, la, "snapkv"});
@@ -243,10 +245,12 @@ std::vector<ClaimRow> claim_rows(const ClaimsPlan& plan, const ClaimsRecords& al
     comparisons.push_back({"LookaheadKV", "scoring costs a fraction of LAQ's (score_ms, LAQ minus LookaheadKV)",
                            qa + "; time in the method's hooks per sample", &aware, "laq", la, "score_ms"});
   }
-  const std::string rk = qa + "; equal traffic: RocketKV's B is its per-step traffic (docs/methods.md#rocketkv split), Quest, SparQ "
-                              "and Exact-TopK read k = B tokens per step, SnapKV stores B";
-  comparisons.push_back({"RocketKV", "close to Exact-TopK (within ±0.05)", rk, &aware, "rocketkv", "exact_topk", "score",
-                         Kind::Close});
+  const std::string rk =
+      qa +
+      "; equal traffic: RocketKV's B is its per-step traffic (docs/methods.md#rocketkv split), Quest, SparQ "
+      "and Exact-TopK read k = B tokens per step, SnapKV stores B";
+  comparisons.push_back(
+      {"RocketKV", "close to Exact-TopK (within ±0.05)", rk, &aware, "rocketkv", "exact_topk", "score", Kind::Close});
   for (const char* other : {"quest", "sparq", "snapkv"})
     comparisons.push_back({"RocketKV", fmt::format("above {} at equal traffic", other), rk, &aware, "rocketkv", other});
   const std::string mt = fmt::format(
@@ -267,12 +271,14 @@ std::vector<ClaimRow> claim_rows(const ClaimsPlan& plan, const ClaimsRecords& al
       ClaimRow row = compare(c, budget, plan.close_margin);
       // The memory side of a claim is measured, not assumed: the largest KV any sample held.
       if (c.records == &block)
-        row.figures += fmt::format("; peak KV {:.2f} vs {:.2f} ({:.2f})", max_of(block, c.a, budget, "kv_bytes_peak") / 1048576.0,
-                                   max_of(block, c.b, budget, "kv_bytes_peak") / 1048576.0,
-                                   max_of(aware, "snapkv", budget, "kv_bytes_peak") / 1048576.0);
+        row.figures +=
+            fmt::format("; peak KV {:.2f} vs {:.2f} ({:.2f})", max_of(block, c.a, budget, "kv_bytes_peak") / 1048576.0,
+                        max_of(block, c.b, budget, "kv_bytes_peak") / 1048576.0,
+                        max_of(aware, "snapkv", budget, "kv_bytes_peak") / 1048576.0);
       if (c.records == &later_turns)
-        row.figures += fmt::format("; KV kept {:.2f} vs {:.2f}", max_of(later_turns, c.a, budget, "kv_bytes") / 1048576.0,
-                                   max_of(later_turns, c.b, budget, "kv_bytes") / 1048576.0);
+        row.figures +=
+            fmt::format("; KV kept {:.2f} vs {:.2f}", max_of(later_turns, c.a, budget, "kv_bytes") / 1048576.0,
+                        max_of(later_turns, c.b, budget, "kv_bytes") / 1048576.0);
       rows.push_back(std::move(row));
     }
   if (plan.adapter.empty())

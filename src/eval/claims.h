@@ -24,7 +24,7 @@ struct ClaimsPlan {
   double close_margin = 0.05;    // "close to": the mean score difference within ±0.05
   int64_t block = 128;           // KeyDiff's setting: every method evicts after each prefill block of this size
   std::string mt_task = "niah_multiquery";  // RocketKV-MT's setting: its four questions asked turn by turn
-  int mt_samples = 0;            // per length, for the multi-turn sweep
+  int mt_samples = 0;                       // per length, for the multi-turn sweep
 };
 
 // Budgets 64 and 128, 8 samples per task and length; --quick at 1024 tokens (under a minute on 2
@@ -47,10 +47,10 @@ std::vector<ClaimsSweep> claims_sweeps(const ClaimsPlan& plan, const std::string
 
 struct ClaimRow {
   std::string paper, claim, setting;
-  int64_t budget = 0;      // 0: not per budget
-  std::string figures;     // our means, A vs B
-  std::string interval;    // the paired difference and its 95% interval ("" when not measured)
-  std::string verdict;     // agrees, disagrees, inconclusive, or "not measured"
+  int64_t budget = 0;    // 0: not per budget
+  std::string figures;   // our means, A vs B
+  std::string interval;  // the paired difference and its 95% interval ("" when not measured)
+  std::string verdict;   // agrees, disagrees, inconclusive, or "not measured"
 };
 
 // Each sweep's records, in claims_sweeps' order.

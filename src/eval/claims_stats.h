@@ -12,8 +12,8 @@
 namespace kvslim::eval {
 
 struct PairedInterval {
-  int n = 0;           // pairs
-  double mean = 0;     // mean difference
+  int n = 0;              // pairs
+  double mean = 0;        // mean difference
   double lo = 0, hi = 0;  // 95% interval (infinite when n < 2)
 };
 

@@ -13,10 +13,10 @@ struct DemoRow {
   std::string method;
   int64_t budget = 0;  // 0: full cache
   int64_t runs = 0;
-  double score = 0;            // mean over runs, in [0, 1]
-  double kv_bytes = 0;         // mean KV bytes once the prompt is cached
-  double prefill_tok_s = 0;    // prompt tokens over prefill time, pooled over runs
-  double decode_tok_s = 0;     // decode steps over decode time, pooled over runs (0: none ran)
+  double score = 0;          // mean over runs, in [0, 1]
+  double kv_bytes = 0;       // mean KV bytes once the prompt is cached
+  double prefill_tok_s = 0;  // prompt tokens over prefill time, pooled over runs
+  double decode_tok_s = 0;   // decode steps over decode time, pooled over runs (0: none ran)
 };
 
 // Rows in first-appearance order of (method, budget), `full` first.

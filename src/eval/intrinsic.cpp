@@ -26,11 +26,13 @@ std::vector<int32_t> follow(Session& session, const float* logits, int n_vocab, 
     Session& session;
     ~HookGuard() { session.set_attention_output_hook({}); }
   } guard{session};
-  if (on_attention) session.set_attention_output_hook([&](int layer, const float* out, int) { on_attention(step, layer, out); });
+  if (on_attention)
+    session.set_attention_output_hook([&](int layer, const float* out, int) { on_attention(step, layer, out); });
   std::vector<int32_t> tokens;
   for (; step < n; ++step) {
     if (on_logits) on_logits(step, logits);
-    const int32_t token = forced ? (*forced)[size_t(step)] : int32_t(std::max_element(logits, logits + n_vocab) - logits);
+    const int32_t token =
+        forced ? (*forced)[size_t(step)] : int32_t(std::max_element(logits, logits + n_vocab) - logits);
     tokens.push_back(token);
     logits = session.decode(token);
   }
@@ -137,8 +139,8 @@ IntrinsicResult measure_intrinsic(const Model& model, ThreadPool& pool, const En
     const float* logits = feed_prompt(session, prompt);
     if (options.recall) {
       const int64_t oracle_size = std::min(budget, ref.n_keys);
-      result.recall = recall_at_budget(session.kv(), oracle_sets(ref.response_attention, c.n_layers, c.n_kv_heads, oracle_size),
-                                       ref.n_keys);
+      result.recall = recall_at_budget(
+          session.kv(), oracle_sets(ref.response_attention, c.n_layers, c.n_kv_heads, oracle_size), ref.n_keys);
     }
     if (options.attn_error || kl_on_response)
       follow(session, logits, c.n_vocab, n, &ref.response, kl_on_response ? compare_logits : nullptr,

@@ -23,20 +23,20 @@ namespace kvslim::eval {
 
 struct IntrinsicOptions {
   bool recall = false, attn_error = false, kl = false;  // kl brings ppl_ratio along
-  int response_tokens = 32;           // N: the greedy response's length
-  std::vector<int32_t> continuation;  // when set, kl and ppl_ratio are teacher-forced on it
+  int response_tokens = 32;                             // N: the greedy response's length
+  std::vector<int32_t> continuation;                    // when set, kl and ppl_ratio are teacher-forced on it
   bool any() const { return recall || attn_error || kl; }
-  void validate(int n_vocab) const;   // throws kvslim::Error for N < 1 or ids outside the vocabulary
+  void validate(int n_vocab) const;  // throws kvslim::Error for N < 1 or ids outside the vocabulary
 };
 
 // What the full cache does on one prompt: computed once per sample, compared with every method.
 struct FullReference {
-  int64_t n_keys = 0;                        // compressed prompt tokens (the positions recall ranks)
-  std::vector<int32_t> response;             // the greedy response, N tokens
-  AttentionAccumulator response_attention;   // its queries' attention on the compressed prompt
-  std::vector<float> attention;              // [step][layer][q_dim] while feeding response[step]
-  std::vector<int32_t> forced;               // the tokens kl is teacher-forced on
-  std::vector<float> logits;                 // [step][n_vocab] just before forced[step]
+  int64_t n_keys = 0;                       // compressed prompt tokens (the positions recall ranks)
+  std::vector<int32_t> response;            // the greedy response, N tokens
+  AttentionAccumulator response_attention;  // its queries' attention on the compressed prompt
+  std::vector<float> attention;             // [step][layer][q_dim] while feeding response[step]
+  std::vector<int32_t> forced;              // the tokens kl is teacher-forced on
+  std::vector<float> logits;                // [step][n_vocab] just before forced[step]
 };
 
 FullReference run_full_reference(const Model& model, ThreadPool& pool, const EngineOptions& engine,

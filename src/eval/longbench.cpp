@@ -83,14 +83,22 @@ const std::vector<LongBenchDataset>& longbench_datasets() {
   // LongBench's dataset2metric and dataset2maxlen (English datasets; the Chinese ones need a
   // Chinese word segmenter).
   static const std::vector<LongBenchDataset> list = {
-      {"narrativeqa", M::QaF1, 128, false},      {"qasper", M::QaF1, 128, false},
-      {"multifieldqa_en", M::QaF1, 64, false},   {"hotpotqa", M::QaF1, 32, false},
-      {"2wikimqa", M::QaF1, 32, false},          {"musique", M::QaF1, 32, false},
-      {"gov_report", M::RougeL, 512, false},     {"qmsum", M::RougeL, 512, false},
-      {"multi_news", M::RougeL, 512, false},     {"samsum", M::RougeL, 128, true},
-      {"trec", M::Classification, 64, true},     {"triviaqa", M::QaF1, 32, true},
-      {"passage_retrieval_en", M::Retrieval, 32, false}, {"passage_count", M::Count, 32, false},
-      {"lcc", M::CodeSim, 64, false},            {"repobench-p", M::CodeSim, 64, false},
+      {"narrativeqa", M::QaF1, 128, false},
+      {"qasper", M::QaF1, 128, false},
+      {"multifieldqa_en", M::QaF1, 64, false},
+      {"hotpotqa", M::QaF1, 32, false},
+      {"2wikimqa", M::QaF1, 32, false},
+      {"musique", M::QaF1, 32, false},
+      {"gov_report", M::RougeL, 512, false},
+      {"qmsum", M::RougeL, 512, false},
+      {"multi_news", M::RougeL, 512, false},
+      {"samsum", M::RougeL, 128, true},
+      {"trec", M::Classification, 64, true},
+      {"triviaqa", M::QaF1, 32, true},
+      {"passage_retrieval_en", M::Retrieval, 32, false},
+      {"passage_count", M::Count, 32, false},
+      {"lcc", M::CodeSim, 64, false},
+      {"repobench-p", M::CodeSim, 64, false},
   };
   return list;
 }

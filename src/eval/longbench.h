@@ -10,7 +10,7 @@
 namespace kvslim::eval {
 
 struct LongBenchSample {
-  std::string dataset;                   // e.g. "hotpotqa"; names its metric
+  std::string dataset;  // e.g. "hotpotqa"; names its metric
   std::string context;
   std::string input;                     // the question (may be empty, as in gov_report)
   std::vector<std::string> answers;      // ground truths; a sample scores its best match

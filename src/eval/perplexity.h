@@ -25,9 +25,9 @@
 namespace kvslim::eval {
 
 struct PerplexityOptions {
-  int ctx = 512;     // tokens per chunk
-  int batch = 512;   // forward block size
-  int chunks = -1;   // chunks to score (-1: all that fit)
+  int ctx = 512;    // tokens per chunk
+  int batch = 512;  // forward block size
+  int chunks = -1;  // chunks to score (-1: all that fit)
   int page_tokens = 256;
   // KV page types (llama-perplexity's default is f16 too; f32 reproduces its -ctk f32 -ctv f32).
   DType cache_type_k = DType::F16, cache_type_v = DType::F16;
@@ -40,13 +40,13 @@ struct PerplexityChunk {
   double ppl = 0;             // exp(nll / scored): this chunk alone
   double cumulative_ppl = 0;  // over chunks 0..this (what llama-perplexity prints as [i])
   double seconds = 0;
-  double kept_tokens = 0;     // mean tokens per (layer, KV head) after compressing the first half
+  double kept_tokens = 0;  // mean tokens per (layer, KV head) after compressing the first half
 };
 
 struct PerplexityResult {
   double ppl = 0;
-  double ppl_error = 0;  // llama.cpp's "+/-": ppl * standard error of the mean nll
-  int64_t tokens_total = 0;   // tokens in the text (BOS included)
+  double ppl_error = 0;      // llama.cpp's "+/-": ppl * standard error of the mean nll
+  int64_t tokens_total = 0;  // tokens in the text (BOS included)
   int64_t tokens_scored = 0;
   double seconds = 0;
   std::vector<PerplexityChunk> chunks;

@@ -52,7 +52,8 @@ void metric_charts(const std::vector<SampleRecord>& records, std::vector<PlotFil
   for (const Metric& metric : kMetrics)
     for (const auto& [key, rows] : charts) {
       LineChart chart;
-      chart.title = fmt::format("{} vs budget: {}, {} tokens ({})", metric.name, key.first, key.second, summary.protocol);
+      chart.title =
+          fmt::format("{} vs budget: {}, {} tokens ({})", metric.name, key.first, key.second, summary.protocol);
       chart.x_label = "budget (tokens per layer and KV head)";
       chart.y_label = metric.axis;
       if (metric.unit_range) chart.y_range = {0.0, 1.0};
@@ -102,7 +103,8 @@ void niah_heatmaps(const std::vector<SampleRecord>& records, std::vector<PlotFil
       lengths.insert(at.second);
     }
     Heatmap map;
-    map.title = budget > 0 ? fmt::format("{}: {} at budget {}", task, method, budget) : fmt::format("{}: {}", task, method);
+    map.title =
+        budget > 0 ? fmt::format("{}: {} at budget {}", task, method, budget) : fmt::format("{}: {}", task, method);
     map.x_label = "prompt length (tokens)";
     map.y_label = "needle depth";
     for (int64_t l : lengths) map.columns.push_back(std::to_string(l));
@@ -115,7 +117,8 @@ void niah_heatmaps(const std::vector<SampleRecord>& records, std::vector<PlotFil
       }
       map.values.push_back(std::move(row));
     }
-    files.push_back({fmt::format("niah_{}_{}_b{}.svg", file_part(task), file_part(method), budget), render_heatmap(map)});
+    files.push_back(
+        {fmt::format("niah_{}_{}_b{}.svg", file_part(task), file_part(method), budget), render_heatmap(map)});
   }
 }
 

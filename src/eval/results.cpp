@@ -21,12 +21,24 @@ std::string SampleRecord::key() const {
 }
 
 json to_json(const SampleRecord& r) {
-  json j = {{"method", r.method},       {"budget", r.budget},         {"task", r.task},
-            {"length", r.length},       {"depth", r.depth},           {"seed", r.seed},
-            {"protocol", r.protocol},   {"score", r.score},           {"partial", r.partial},
-            {"n_prompt", r.n_prompt},   {"kept_tokens", r.kept_tokens}, {"kv_bytes", r.kv_bytes},
-            {"kv_bytes_peak", r.kv_bytes_peak}, {"prefill_ms", r.prefill_ms}, {"score_ms", r.score_ms},
-            {"decode_ms", r.decode_ms}, {"decode_steps", r.decode_steps}, {"output", r.output}};
+  json j = {{"method", r.method},
+            {"budget", r.budget},
+            {"task", r.task},
+            {"length", r.length},
+            {"depth", r.depth},
+            {"seed", r.seed},
+            {"protocol", r.protocol},
+            {"score", r.score},
+            {"partial", r.partial},
+            {"n_prompt", r.n_prompt},
+            {"kept_tokens", r.kept_tokens},
+            {"kv_bytes", r.kv_bytes},
+            {"kv_bytes_peak", r.kv_bytes_peak},
+            {"prefill_ms", r.prefill_ms},
+            {"score_ms", r.score_ms},
+            {"decode_ms", r.decode_ms},
+            {"decode_steps", r.decode_steps},
+            {"output", r.output}};
   if (r.recall) j["recall"] = *r.recall;
   if (r.attn_error) j["attn_error"] = *r.attn_error;
   if (r.kl) j["kl"] = *r.kl;

@@ -14,21 +14,21 @@
 namespace kvslim::eval {
 
 struct SampleRecord {
-  std::string method;       // as given to --methods, options included ("snapkv:window=16")
-  int64_t budget = 0;       // tokens per (layer, KV head); 0 for `full`
-  std::string task;         // task label: the task, TASK@DEPTH on the NIAH grid, or a LongBench dataset
-  int64_t length = 0;       // requested prompt length in tokens
-  double depth = -1;        // requested needle depth, -1 when none was requested
+  std::string method;  // as given to --methods, options included ("snapkv:window=16")
+  int64_t budget = 0;  // tokens per (layer, KV head); 0 for `full`
+  std::string task;    // task label: the task, TASK@DEPTH on the NIAH grid, or a LongBench dataset
+  int64_t length = 0;  // requested prompt length in tokens
+  double depth = -1;   // requested needle depth, -1 when none was requested
   uint64_t seed = 0;
-  std::string protocol;     // query-aware or query-agnostic
-  double score = 0;         // in [0, 1]
-  double partial = 0;       // passkey partial credit (= score for other tasks)
+  std::string protocol;  // query-aware or query-agnostic
+  double score = 0;      // in [0, 1]
+  double partial = 0;    // passkey partial credit (= score for other tasks)
   std::optional<double> recall, attn_error, kl, ppl_ratio;
-  int64_t n_prompt = 0;     // tokens actually fed (compressed + appended)
-  double kept_tokens = 0;   // mean compressed-prompt tokens per (layer, KV head) after prefill
+  int64_t n_prompt = 0;    // tokens actually fed (compressed + appended)
+  double kept_tokens = 0;  // mean compressed-prompt tokens per (layer, KV head) after prefill
   // Storage and per-step traffic per (layer, KV head) in token-equivalents (Session::token_cost).
   std::optional<double> storage_tokens, traffic_tokens;
-  uint64_t kv_bytes = 0;    // KV bytes in use once the prompt is cached (after eviction)
+  uint64_t kv_bytes = 0;  // KV bytes in use once the prompt is cached (after eviction)
   uint64_t kv_bytes_peak = 0;
   double prefill_ms = 0, score_ms = 0, decode_ms = 0;
   int64_t decode_steps = 0;  // one-token forward passes decode_ms covers

@@ -27,7 +27,7 @@ SampleRecord run_method(const Model& model, ThreadPool& pool, const RunnerOption
   request.prompt = prepared.tokens().compressed;
   request.appended = prepared.tokens().appended;
   request.n_predict = sample.max_new_tokens;
-  request.sampling.temperature = 0;  // greedy
+  request.sampling.temperature = 0;              // greedy
   request.sampling.seed = prepared.spec().seed;  // the seed of seeded methods (random)
   request.compression = method.compression(budget);
   EngineOptions engine = options.engine;
@@ -47,7 +47,8 @@ SampleRecord run_method(const Model& model, ThreadPool& pool, const RunnerOption
   r.partial = scores.partial;
   r.n_prompt = prepared.tokens().size();
   r.kept_tokens = generated.kept_tokens;
-  if (generated.token_cost) r.storage_tokens = generated.token_cost->storage, r.traffic_tokens = generated.token_cost->traffic;
+  if (generated.token_cost)
+    r.storage_tokens = generated.token_cost->storage, r.traffic_tokens = generated.token_cost->traffic;
   r.kv_bytes = generated.kv_bytes_prefill;
   r.kv_bytes_peak = generated.kv_bytes_peak;
   r.prefill_ms = generated.prefill_ms;
@@ -74,8 +75,7 @@ std::string turn_label(const std::string& task, size_t turn) { return fmt::forma
 std::vector<SampleRecord> run_multi_turn(const Model& model, ThreadPool& pool, const RunnerOptions& options,
                                          PreparedSample& prepared, const MethodRun& run, const SampleSource& source) {
   const tasks::TaskSample& sample = prepared.sample();
-  if (sample.turns.empty())
-    fail("task '{}' has no multi-turn form (multi-turn tasks: niah_multiquery)", sample.task);
+  if (sample.turns.empty()) fail("task '{}' has no multi-turn form (multi-turn tasks: niah_multiquery)", sample.task);
   const MethodSpec& method = *run.method;
   const Tokenizer& tokenizer = model.tokenizer();
   const CompressionOptions compression =

@@ -28,7 +28,8 @@ struct GroupKey {
 };
 
 // Mean of the values the records have; empty when none has one.
-std::optional<double> mean_of(const std::vector<const SampleRecord*>& group, std::optional<double> SampleRecord::*field) {
+std::optional<double> mean_of(const std::vector<const SampleRecord*>& group,
+                              std::optional<double> SampleRecord::*field) {
   double sum = 0;
   int n = 0;
   for (const SampleRecord* r : group)

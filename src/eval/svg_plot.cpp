@@ -29,12 +29,17 @@ std::string tick_label(double v) {
 
 void title_and_labels(SvgWriter& svg, const std::string& title, const std::string& x_label, const std::string& y_label,
                       double plot_right, double width = kWidth) {
-  svg.element("text", {{"x", svg_number(width / 2)}, {"y", "22"}, {"text-anchor", "middle"}, {"font-size", "15"}}, title);
-  svg.element("text", {{"x", svg_number((kLeft + plot_right) / 2)}, {"y", svg_number(kHeight - 15)}, {"text-anchor", "middle"}},
+  svg.element("text", {{"x", svg_number(width / 2)}, {"y", "22"}, {"text-anchor", "middle"}, {"font-size", "15"}},
+              title);
+  svg.element("text",
+              {{"x", svg_number((kLeft + plot_right) / 2)}, {"y", svg_number(kHeight - 15)}, {"text-anchor", "middle"}},
               x_label);
   const double mid = (kTop + kHeight - kBottom) / 2;
-  svg.element("text", {{"x", "18"}, {"y", svg_number(mid)}, {"text-anchor", "middle"},
-                       {"transform", fmt::format("rotate(-90 18 {})", svg_number(mid))}},
+  svg.element("text",
+              {{"x", "18"},
+               {"y", svg_number(mid)},
+               {"text-anchor", "middle"},
+               {"transform", fmt::format("rotate(-90 18 {})", svg_number(mid))}},
               y_label);
 }
 
@@ -72,7 +77,8 @@ std::vector<double> nice_ticks(double lo, double hi, int count) {
       break;
     }
   std::vector<double> ticks;
-  for (double v = std::floor(lo / step) * step; v <= hi + step * 1e-9; v += step) ticks.push_back(std::abs(v) < step * 1e-9 ? 0 : v);
+  for (double v = std::floor(lo / step) * step; v <= hi + step * 1e-9; v += step)
+    ticks.push_back(std::abs(v) < step * 1e-9 ? 0 : v);
   if (ticks.front() > lo) ticks.insert(ticks.begin(), ticks.front() - step);
   if (ticks.back() < hi) ticks.push_back(ticks.back() + step);
   return ticks;
@@ -120,17 +126,29 @@ std::string render_line_chart(const LineChart& chart) {
   title_and_labels(svg, chart.title, chart.x_label, chart.y_label, plot_right, width);
   svg.open("g", {{"class", "axes"}, {"stroke", "#cccccc"}});
   for (double t : y_ticks)
-    svg.element("line", {{"x1", svg_number(kLeft)}, {"x2", svg_number(plot_right)}, {"y1", svg_number(y(t))}, {"y2", svg_number(y(t))}});
+    svg.element("line", {{"x1", svg_number(kLeft)},
+                         {"x2", svg_number(plot_right)},
+                         {"y1", svg_number(y(t))},
+                         {"y2", svg_number(y(t))}});
   for (double t : x_ticks)
-    svg.element("line", {{"x1", svg_number(x(t))}, {"x2", svg_number(x(t))}, {"y1", svg_number(kTop)}, {"y2", svg_number(plot_bottom)}});
-  svg.element("rect", {{"x", svg_number(kLeft)}, {"y", svg_number(kTop)}, {"width", svg_number(plot_right - kLeft)},
-                       {"height", svg_number(plot_bottom - kTop)}, {"fill", "none"}, {"stroke", "#333333"}});
+    svg.element("line", {{"x1", svg_number(x(t))},
+                         {"x2", svg_number(x(t))},
+                         {"y1", svg_number(kTop)},
+                         {"y2", svg_number(plot_bottom)}});
+  svg.element("rect", {{"x", svg_number(kLeft)},
+                       {"y", svg_number(kTop)},
+                       {"width", svg_number(plot_right - kLeft)},
+                       {"height", svg_number(plot_bottom - kTop)},
+                       {"fill", "none"},
+                       {"stroke", "#333333"}});
   svg.close();
   svg.open("g", {{"class", "ticks"}});
   for (double t : y_ticks)
-    svg.element("text", {{"x", svg_number(kLeft - 6)}, {"y", svg_number(y(t) + 4)}, {"text-anchor", "end"}}, tick_label(t));
+    svg.element("text", {{"x", svg_number(kLeft - 6)}, {"y", svg_number(y(t) + 4)}, {"text-anchor", "end"}},
+                tick_label(t));
   for (double t : x_ticks)
-    svg.element("text", {{"x", svg_number(x(t))}, {"y", svg_number(plot_bottom + 16)}, {"text-anchor", "middle"}}, tick_label(t));
+    svg.element("text", {{"x", svg_number(x(t))}, {"y", svg_number(plot_bottom + 16)}, {"text-anchor", "middle"}},
+                tick_label(t));
   svg.close();
 
   double legend_y = kTop + 10;
@@ -138,11 +156,20 @@ std::string render_line_chart(const LineChart& chart) {
   for (const ReferenceLine& r : chart.references) {
     const std::string c = "#000000";
     svg.open("g", {{"data-reference", r.name}});
-    svg.element("line", {{"x1", svg_number(kLeft)}, {"x2", svg_number(plot_right)}, {"y1", svg_number(y(r.y))},
-                         {"y2", svg_number(y(r.y))}, {"stroke", c}, {"stroke-dasharray", "6 4"}, {"stroke-width", "1.5"}});
+    svg.element("line", {{"x1", svg_number(kLeft)},
+                         {"x2", svg_number(plot_right)},
+                         {"y1", svg_number(y(r.y))},
+                         {"y2", svg_number(y(r.y))},
+                         {"stroke", c},
+                         {"stroke-dasharray", "6 4"},
+                         {"stroke-width", "1.5"}});
     svg.element("title", {}, fmt::format("{}: {}", r.name, tick_label(r.y)));
-    svg.element("line", {{"x1", svg_number(legend_x)}, {"x2", svg_number(legend_x + 20)}, {"y1", svg_number(legend_y)},
-                         {"y2", svg_number(legend_y)}, {"stroke", c}, {"stroke-dasharray", "6 4"}});
+    svg.element("line", {{"x1", svg_number(legend_x)},
+                         {"x2", svg_number(legend_x + 20)},
+                         {"y1", svg_number(legend_y)},
+                         {"y2", svg_number(legend_y)},
+                         {"stroke", c},
+                         {"stroke-dasharray", "6 4"}});
     svg.element("text", {{"x", svg_number(legend_x + kLegendText)}, {"y", svg_number(legend_y + 4)}}, r.name);
     svg.close();
     legend_y += 18;
@@ -151,16 +178,24 @@ std::string render_line_chart(const LineChart& chart) {
     const std::string c = kPalette[color++ % std::size(kPalette)];
     svg.open("g", {{"data-series", s.name}, {"stroke", c}, {"fill", c}});
     std::string points;
-    for (const auto& [px, py] : s.points) points += fmt::format("{}{},{}", points.empty() ? "" : " ", svg_number(x(px)), svg_number(y(py)));
+    for (const auto& [px, py] : s.points)
+      points += fmt::format("{}{},{}", points.empty() ? "" : " ", svg_number(x(px)), svg_number(y(py)));
     if (s.points.size() > 1) svg.element("polyline", {{"points", points}, {"fill", "none"}, {"stroke-width", "2"}});
     for (const auto& [px, py] : s.points) {
       svg.open("circle", {{"cx", svg_number(x(px))}, {"cy", svg_number(y(py))}, {"r", "3.5"}});
       svg.element("title", {}, fmt::format("{}: ({}, {})", s.name, tick_label(px), tick_label(py)));
       svg.close();
     }
-    svg.element("line", {{"x1", svg_number(legend_x)}, {"x2", svg_number(legend_x + 20)}, {"y1", svg_number(legend_y)},
-                         {"y2", svg_number(legend_y)}, {"stroke-width", "2"}});
-    svg.element("text", {{"x", svg_number(legend_x + kLegendText)}, {"y", svg_number(legend_y + 4)}, {"stroke", "none"}, {"fill", "#000000"}},
+    svg.element("line", {{"x1", svg_number(legend_x)},
+                         {"x2", svg_number(legend_x + 20)},
+                         {"y1", svg_number(legend_y)},
+                         {"y2", svg_number(legend_y)},
+                         {"stroke-width", "2"}});
+    svg.element("text",
+                {{"x", svg_number(legend_x + kLegendText)},
+                 {"y", svg_number(legend_y + 4)},
+                 {"stroke", "none"},
+                 {"fill", "#000000"}},
                 s.name);
     svg.close();
     legend_y += 18;
@@ -180,21 +215,34 @@ std::string render_heatmap(const Heatmap& map) {
     for (size_t c = 0; c < map.columns.size(); ++c) {
       const std::optional<double> v = map.values[r][c];
       const double cx = kLeft + double(c) * cell_w, cy = kTop + double(r) * cell_h;
-      svg.open("g", {{"data-row", map.rows[r]}, {"data-column", map.columns[c]}, {"data-value", v ? fmt::format("{:.4f}", *v) : ""}});
-      svg.element("rect", {{"x", svg_number(cx)}, {"y", svg_number(cy)}, {"width", svg_number(cell_w)}, {"height", svg_number(cell_h)},
-                           {"fill", v ? color_for(*v) : "#eeeeee"}, {"stroke", "white"}});
-      svg.element("text", {{"x", svg_number(cx + cell_w / 2)}, {"y", svg_number(cy + cell_h / 2 + 4)}, {"text-anchor", "middle"}},
-                  v ? fmt::format("{:.2f}", *v) : "n/a");
+      svg.open("g", {{"data-row", map.rows[r]},
+                     {"data-column", map.columns[c]},
+                     {"data-value", v ? fmt::format("{:.4f}", *v) : ""}});
+      svg.element("rect", {{"x", svg_number(cx)},
+                           {"y", svg_number(cy)},
+                           {"width", svg_number(cell_w)},
+                           {"height", svg_number(cell_h)},
+                           {"fill", v ? color_for(*v) : "#eeeeee"},
+                           {"stroke", "white"}});
+      svg.element(
+          "text",
+          {{"x", svg_number(cx + cell_w / 2)}, {"y", svg_number(cy + cell_h / 2 + 4)}, {"text-anchor", "middle"}},
+          v ? fmt::format("{:.2f}", *v) : "n/a");
       svg.close();
     }
   svg.close();
   svg.open("g", {{"class", "ticks"}});
   for (size_t c = 0; c < map.columns.size(); ++c)
-    svg.element("text", {{"x", svg_number(kLeft + (double(c) + 0.5) * cell_w)}, {"y", svg_number(plot_bottom + 16)},
-                         {"text-anchor", "middle"}},
+    svg.element("text",
+                {{"x", svg_number(kLeft + (double(c) + 0.5) * cell_w)},
+                 {"y", svg_number(plot_bottom + 16)},
+                 {"text-anchor", "middle"}},
                 map.columns[c]);
   for (size_t r = 0; r < map.rows.size(); ++r)
-    svg.element("text", {{"x", svg_number(kLeft - 6)}, {"y", svg_number(kTop + (double(r) + 0.5) * cell_h + 4)}, {"text-anchor", "end"}},
+    svg.element("text",
+                {{"x", svg_number(kLeft - 6)},
+                 {"y", svg_number(kTop + (double(r) + 0.5) * cell_h + 4)},
+                 {"text-anchor", "end"}},
                 map.rows[r]);
   svg.close();
   return svg.finish();

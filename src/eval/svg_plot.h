@@ -23,8 +23,8 @@ struct ReferenceLine {
 struct LineChart {
   std::string title, x_label, y_label;
   std::vector<ChartSeries> series;
-  std::vector<ReferenceLine> references;  // horizontal, dashed
-  bool log2_x = false;                    // ticks at the data's x values (all must be > 0)
+  std::vector<ReferenceLine> references;             // horizontal, dashed
+  bool log2_x = false;                               // ticks at the data's x values (all must be > 0)
   std::optional<std::pair<double, double>> y_range;  // default: the data's, widened to round ticks
 };
 
@@ -32,7 +32,7 @@ std::string render_line_chart(const LineChart& chart);
 
 struct Heatmap {
   std::string title, x_label, y_label;
-  std::vector<std::string> columns, rows;              // tick labels, left to right / top to bottom
+  std::vector<std::string> columns, rows;                  // tick labels, left to right / top to bottom
   std::vector<std::vector<std::optional<double>>> values;  // [row][column] in [0, 1]; empty: no data
 };
 

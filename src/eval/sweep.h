@@ -23,7 +23,7 @@ struct SweepOptions {
 };
 
 struct SweepProgress {
-  int64_t done = 0, total = 0;  // runs finished / to run in this invocation
+  int64_t done = 0, total = 0;           // runs finished / to run in this invocation
   const SampleRecord* record = nullptr;  // the run just finished
 };
 

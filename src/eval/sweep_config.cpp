@@ -98,10 +98,14 @@ MetricSet parse_metrics(const std::vector<std::string>& names) {
   MetricSet m;
   for (const std::string& n : names) {
     if (n == "score") continue;
-    if (n == "recall") m.recall = true;
-    else if (n == "attn_error") m.attn_error = true;
-    else if (n == "kl") m.kl = true;
-    else fail("unknown metric '{}' (valid: score, recall, attn_error, kl)", n);
+    if (n == "recall")
+      m.recall = true;
+    else if (n == "attn_error")
+      m.attn_error = true;
+    else if (n == "kl")
+      m.kl = true;
+    else
+      fail("unknown metric '{}' (valid: score, recall, attn_error, kl)", n);
   }
   return m;
 }

@@ -71,7 +71,7 @@ struct GridOptions {
   std::vector<int64_t> lengths;
   std::vector<double> depths;  // the NIAH grid: single-needle tasks run once per depth
   int samples = 3;
-  uint64_t seed = 0;           // sample i of a (task, length, depth) uses seed + i
+  uint64_t seed = 0;  // sample i of a (task, length, depth) uses seed + i
 };
 
 // Tasks x lengths x depths (single-needle tasks only) x samples, in that nesting order. Throws

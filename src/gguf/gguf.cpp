@@ -87,12 +87,8 @@ Value Value::of_string(std::string v) {
 Value Value::of_string_array(const std::vector<std::string>& v) {
   return array_of(ValueType::STRING, v, [](const std::string& s) { return of_string(s); });
 }
-Value Value::of_f32_array(const std::vector<float>& v) {
-  return array_of(ValueType::FLOAT32, v, of_f32);
-}
-Value Value::of_i32_array(const std::vector<int32_t>& v) {
-  return array_of(ValueType::INT32, v, of_i32);
-}
+Value Value::of_f32_array(const std::vector<float>& v) { return array_of(ValueType::FLOAT32, v, of_f32); }
+Value Value::of_i32_array(const std::vector<int32_t>& v) { return array_of(ValueType::INT32, v, of_i32); }
 
 // ---------------------------------------------------------------------------------------------
 // Owning the bytes
@@ -188,9 +184,7 @@ const TensorInfo* File::find_tensor(std::string_view name) const {
   return nullptr;
 }
 
-const uint8_t* File::tensor_data(const TensorInfo& tensor) const {
-  return base_ + data_offset_ + tensor.offset;
-}
+const uint8_t* File::tensor_data(const TensorInfo& tensor) const { return base_ + data_offset_ + tensor.offset; }
 
 // ---------------------------------------------------------------------------------------------
 // Typed getters
@@ -303,8 +297,8 @@ std::vector<float> File::get_float_array(std::string_view key) const {
 
 std::vector<int64_t> File::get_int_array(std::string_view key) const {
   const Lookup lookup(*this, key);
-  const auto& items = lookup.array_where([](ValueType t) { return is_signed(t) || is_unsigned(t); },
-                                         "array of integers");
+  const auto& items =
+      lookup.array_where([](ValueType t) { return is_signed(t) || is_unsigned(t); }, "array of integers");
   std::vector<int64_t> out;
   out.reserve(items.size());
   for (const Value& item : items) out.push_back(lookup.to_int(item));

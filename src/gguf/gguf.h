@@ -14,8 +14,19 @@
 namespace kvslim::gguf {
 
 enum class ValueType : uint32_t {
-  UINT8 = 0, INT8 = 1, UINT16 = 2, INT16 = 3, UINT32 = 4, INT32 = 5, FLOAT32 = 6, BOOL = 7,
-  STRING = 8, ARRAY = 9, UINT64 = 10, INT64 = 11, FLOAT64 = 12,
+  UINT8 = 0,
+  INT8 = 1,
+  UINT16 = 2,
+  INT16 = 3,
+  UINT32 = 4,
+  INT32 = 5,
+  FLOAT32 = 6,
+  BOOL = 7,
+  STRING = 8,
+  ARRAY = 9,
+  UINT64 = 10,
+  INT64 = 11,
+  FLOAT64 = 12,
 };
 const char* value_type_name(ValueType type);
 
@@ -28,10 +39,10 @@ const char* tensor_type_name(uint32_t type_id);  // "f32", "q4_k", ... or "unkno
 // type is `array_type`.
 struct Value {
   ValueType type = ValueType::UINT32;
-  uint64_t u = 0;        // UINT8..UINT64, BOOL (0/1)
-  int64_t i = 0;         // INT8..INT64
-  double f = 0;          // FLOAT32, FLOAT64
-  std::string s;         // STRING
+  uint64_t u = 0;  // UINT8..UINT64, BOOL (0/1)
+  int64_t i = 0;   // INT8..INT64
+  double f = 0;    // FLOAT32, FLOAT64
+  std::string s;   // STRING
   ValueType array_type = ValueType::UINT32;
   std::vector<Value> array;
 

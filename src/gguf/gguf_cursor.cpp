@@ -29,20 +29,18 @@ std::string_view Cursor::read_string(const Field& field, uint64_t max_length) {
     fail(at, field, fmt::format("string length {} exceeds the limit of {} bytes", length, max_length));
   }
   if (length > remaining()) {
-    fail(at, field,
-         fmt::format("string length {} exceeds the {} bytes left in the file", length, remaining()));
+    fail(at, field, fmt::format("string length {} exceeds the {} bytes left in the file", length, remaining()));
   }
   std::string_view text(reinterpret_cast<const char*>(data_ + pos_), length);
   pos_ += length;
   return text;
 }
 
-void Cursor::check_count(uint64_t count, uint64_t min_item_bytes, const Field& field,
-                         uint64_t at) const {
+void Cursor::check_count(uint64_t count, uint64_t min_item_bytes, const Field& field, uint64_t at) const {
   if (count > remaining() / min_item_bytes) {
     fail(at, field,
-         fmt::format("{} items cannot fit in the {} bytes left in the file (each takes at least {} bytes)",
-                     count, remaining(), min_item_bytes));
+         fmt::format("{} items cannot fit in the {} bytes left in the file (each takes at least {} bytes)", count,
+                     remaining(), min_item_bytes));
   }
 }
 
@@ -52,8 +50,7 @@ void Cursor::fail(uint64_t at, const Field& field, std::string_view problem) con
 
 void Cursor::need(uint64_t n, const Field& field) const {
   if (n > remaining()) {
-    fail(pos_, field,
-         fmt::format("needs {} bytes but only {} remain (file truncated?)", n, remaining()));
+    fail(pos_, field, fmt::format("needs {} bytes but only {} remain (file truncated?)", n, remaining()));
   }
 }
 

@@ -15,8 +15,7 @@ namespace kvslim::gguf::detail {
 // Names the field being read. Formatting waits until a read fails, so reading a 150k-entry
 // token array builds no strings.
 struct Field {
-  explicit Field(std::string_view owner, std::string_view part = {},
-                 std::optional<uint64_t> element = std::nullopt)
+  explicit Field(std::string_view owner, std::string_view part = {}, std::optional<uint64_t> element = std::nullopt)
       : owner(owner), part(part), element(element) {}
   std::string describe() const;
 
@@ -31,8 +30,7 @@ std::string printable(std::string_view text);
 
 class Cursor {
  public:
-  Cursor(const uint8_t* data, uint64_t size, std::string_view label)
-      : data_(data), size_(size), label_(label) {}
+  Cursor(const uint8_t* data, uint64_t size, std::string_view label) : data_(data), size_(size), label_(label) {}
 
   uint64_t pos() const { return pos_; }
   uint64_t size() const { return size_; }

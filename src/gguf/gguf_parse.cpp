@@ -18,16 +18,23 @@ static_assert(std::endian::native == std::endian::little,
               "the GGUF reader copies little-endian fields straight into host integers");
 
 // The smallest possible encodings, which bound untrusted counts by the bytes left.
-constexpr uint64_t kMinKvBytes = 8 + 1 + 4 + 1;             // key length, 1-byte key, type, u8
+constexpr uint64_t kMinKvBytes = 8 + 1 + 4 + 1;              // key length, 1-byte key, type, u8
 constexpr uint64_t kMinTensorInfoBytes = 8 + 4 + 8 + 4 + 8;  // name length, rank, 1 dim, type, offset
 
 uint64_t min_encoded_bytes(ValueType type) {
   switch (type) {
-    case ValueType::UINT8: case ValueType::INT8: case ValueType::BOOL: return 1;
-    case ValueType::UINT16: case ValueType::INT16: return 2;
-    case ValueType::UINT32: case ValueType::INT32: case ValueType::FLOAT32: return 4;
-    case ValueType::UINT64: case ValueType::INT64: case ValueType::FLOAT64: return 8;
-    case ValueType::STRING: return 8;    // the length prefix
+    case ValueType::UINT8:
+    case ValueType::INT8:
+    case ValueType::BOOL: return 1;
+    case ValueType::UINT16:
+    case ValueType::INT16: return 2;
+    case ValueType::UINT32:
+    case ValueType::INT32:
+    case ValueType::FLOAT32: return 4;
+    case ValueType::UINT64:
+    case ValueType::INT64:
+    case ValueType::FLOAT64: return 8;
+    case ValueType::STRING: return 8;     // the length prefix
     case ValueType::ARRAY: return 4 + 8;  // element type and length
   }
   return 1;
@@ -39,8 +46,7 @@ std::string version_problem(uint32_t version) {
   }
   const uint32_t swapped = __builtin_bswap32(version);
   if (swapped == 2 || swapped == 3) {
-    return fmt::format("unsupported GGUF version {}: the file looks big-endian, which is not supported",
-                       version);
+    return fmt::format("unsupported GGUF version {}: the file looks big-endian, which is not supported", version);
   }
   return fmt::format("unsupported GGUF version {} (only versions 2 and 3 are supported)", version);
 }
@@ -75,7 +81,7 @@ class Parser {
   uint64_t n_kv_ = 0;
   std::unordered_set<std::string_view> keys_;          // views into the image
   std::unordered_set<std::string_view> tensor_names_;  // likewise
-  std::vector<uint64_t> offset_at_;  // where each tensor's offset was read, for later messages
+  std::vector<uint64_t> offset_at_;                    // where each tensor's offset was read, for later messages
 };
 
 void Parser::read_preamble() {
@@ -121,15 +127,13 @@ void Parser::read_metadata_entry(uint64_t index) {
 
 // general.alignment decides where the data section and every tensor start, so it must be
 // exactly what the spec says: a u32 power of two.
-void Parser::apply_alignment(const Value& value, std::string_view owner, uint64_t type_at,
-                             uint64_t value_at) {
+void Parser::apply_alignment(const Value& value, std::string_view owner, uint64_t type_at, uint64_t value_at) {
   if (value.type != ValueType::UINT32) {
     cur_.fail(type_at, Field{owner, "value type"},
               fmt::format("alignment must be u32, found {}", value_type_name(value.type)));
   }
   if (!valid_alignment(value.u)) {
-    cur_.fail(value_at, Field{owner, "value"},
-              fmt::format("alignment {} is not a non-zero power of two", value.u));
+    cur_.fail(value_at, Field{owner, "value"}, fmt::format("alignment {} is not a non-zero power of two", value.u));
   }
   header_.alignment = value.u;
 }
@@ -225,12 +229,13 @@ void Parser::read_tensor_info(uint64_t index) {
   if (traits == nullptr) cur_.fail(at, type_field, fmt::format("unknown ggml type id {}", tensor.type));
   if (tensor.dims[0] % traits->block_size != 0) {
     cur_.fail(at, type_field,
-              fmt::format("dimension 0 ({}) is not a multiple of the {} block size {}", tensor.dims[0],
-                          traits->name, traits->block_size));
+              fmt::format("dimension 0 ({}) is not a multiple of the {} block size {}", tensor.dims[0], traits->name,
+                          traits->block_size));
   }
   const uint64_t blocks = tensor.n_elements / traits->block_size;
   if (blocks > UINT64_MAX / traits->type_size) {
-    cur_.fail(at, type_field, fmt::format("{} {} elements overflow a 64-bit byte size", tensor.n_elements, traits->name));
+    cur_.fail(at, type_field,
+              fmt::format("{} {} elements overflow a 64-bit byte size", tensor.n_elements, traits->name));
   }
   tensor.n_bytes = blocks * traits->type_size;
 

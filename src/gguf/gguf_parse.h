@@ -30,8 +30,6 @@ struct Header {
 Header parse_header(const uint8_t* data, uint64_t size, std::string_view label);
 
 // True for a usable general.alignment value: a non-zero power of two.
-inline bool valid_alignment(uint64_t alignment) {
-  return alignment != 0 && (alignment & (alignment - 1)) == 0;
-}
+inline bool valid_alignment(uint64_t alignment) { return alignment != 0 && (alignment & (alignment - 1)) == 0; }
 
 }  // namespace kvslim::gguf::detail

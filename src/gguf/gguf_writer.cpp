@@ -153,8 +153,7 @@ void Writer::set(std::string key, Value value) {
   metadata_.push_back(MetadataEntry{std::move(key), std::move(value)});
 }
 
-void Writer::add_tensor(std::string name, uint32_t type_id, std::vector<uint64_t> dims,
-                        std::vector<uint8_t> bytes) {
+void Writer::add_tensor(std::string name, uint32_t type_id, std::vector<uint64_t> dims, std::vector<uint8_t> bytes) {
   if (name.empty() || name.size() > kMaxWrittenNameLength) {
     fail("gguf writer: tensor name \"{}\" must be 1..{} bytes long", name, kMaxWrittenNameLength);
   }
@@ -174,13 +173,13 @@ void Writer::add_tensor(std::string name, uint32_t type_id, std::vector<uint64_t
   const detail::TypeTraits* traits = detail::find_type_traits(type_id);
   if (traits == nullptr) fail("gguf writer: tensor \"{}\": unknown ggml type id {}", name, type_id);
   if (dims[0] % traits->block_size != 0) {
-    fail("gguf writer: tensor \"{}\": dimension 0 ({}) is not a multiple of the {} block size {}", name,
-         dims[0], traits->name, traits->block_size);
+    fail("gguf writer: tensor \"{}\": dimension 0 ({}) is not a multiple of the {} block size {}", name, dims[0],
+         traits->name, traits->block_size);
   }
   const uint64_t n_bytes = tensor_bytes(type_id, n_elements);
   if (bytes.size() != n_bytes) {
-    fail("gguf writer: tensor \"{}\": {} bytes given, {} {} elements take {}", name, bytes.size(),
-         n_elements, traits->name, n_bytes);
+    fail("gguf writer: tensor \"{}\": {} bytes given, {} {} elements take {}", name, bytes.size(), n_elements,
+         traits->name, n_bytes);
   }
   PendingTensor tensor;
   tensor.info.name = std::move(name);

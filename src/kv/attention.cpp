@@ -24,7 +24,9 @@ namespace {
 struct F32Codec {
   static constexpr DType type = DType::F32;
 #if defined(KVSLIM_HAS_AVX512F)
-  static __m512 load(const uint8_t* row, int c) { return _mm512_loadu_ps(reinterpret_cast<const float*>(row) + 16 * c); }
+  static __m512 load(const uint8_t* row, int c) {
+    return _mm512_loadu_ps(reinterpret_cast<const float*>(row) + 16 * c);
+  }
 #endif
 };
 
@@ -212,7 +214,8 @@ void weighted_rows_avx512(const float* p, int64_t p_stride, int n_heads, Row row
   constexpr int hd = 16 * CH;
   constexpr int GB = CH >= 8 ? 2 : CH >= 4 ? 4 : 8;
   int g = 0;
-  for (; g + GB <= n_heads; g += GB) weighted_rows_block<CH, GB, Codec>(p + g * p_stride, p_stride, row, rows, out + g * hd);
+  for (; g + GB <= n_heads; g += GB)
+    weighted_rows_block<CH, GB, Codec>(p + g * p_stride, p_stride, row, rows, out + g * hd);
   if constexpr (GB > 2) {
     for (; g + GB / 2 <= n_heads; g += GB / 2)
       weighted_rows_block<CH, GB / 2, Codec>(p + g * p_stride, p_stride, row, rows, out + g * hd);
@@ -401,8 +404,9 @@ void score_all_rows(const PagedKv& kv, const float* q, int n_heads, float scale,
     using Codec = decltype(codec);
     for (int64_t p0 = 0; p0 < n; p0 += pt) {
       const uint8_t* keys = pages[size_t(p0 / pt)]->keys;
-      score_rows<Codec>(q, hd, n_heads, [keys, kb](int64_t j) { return keys + j * kb; }, std::min(pt, n - p0), scale,
-                        s + p0, s_stride, buffer);
+      score_rows<Codec>(
+          q, hd, n_heads, [keys, kb](int64_t j) { return keys + j * kb; }, std::min(pt, n - p0), scale, s + p0,
+          s_stride, buffer);
     }
   });
 }
@@ -428,8 +432,9 @@ void decode_dense(const PagedKv& kv, const float* q, int n_heads, float* out, At
     using Codec = decltype(codec);
     for (int64_t p0 = 0; p0 < n; p0 += pt) {
       const uint8_t* values = pages[size_t(p0 / pt)]->values;
-      weighted_rows<Codec>(s + p0, n, hd, n_heads, [values, vb](int64_t j) { return values + j * vb; },
-                           std::min(pt, n - p0), out, buffer);
+      weighted_rows<Codec>(
+          s + p0, n, hd, n_heads, [values, vb](int64_t j) { return values + j * vb; }, std::min(pt, n - p0), out,
+          buffer);
     }
   });
 }

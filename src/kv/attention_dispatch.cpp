@@ -20,9 +20,7 @@ void key_scores(const PagedKv& kv, const float* q, int n_q_heads, float scale, f
   KVSLIM_ISA_DISPATCH(key_scores(kv, q, n_q_heads, scale, s, s_stride, scratch));
 }
 
-const char* attention_kernel(DType kv_type, int head_dim) {
-  KVSLIM_ISA_DISPATCH(attention_kernel(kv_type, head_dim));
-}
+const char* attention_kernel(DType kv_type, int head_dim) { KVSLIM_ISA_DISPATCH(attention_kernel(kv_type, head_dim)); }
 
 void attend_sparse(const PagedKv& kv, std::span<const int32_t> indices, const float* q, int n_q_heads, float* out,
                    AttentionScratch& scratch) {

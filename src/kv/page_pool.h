@@ -32,12 +32,12 @@ class PagePool {
   size_t key_row_bytes() const { return key_row_bytes_; }
   size_t value_row_bytes() const { return value_row_bytes_; }
 
-  KvPage* acquire();            // a free page, or a newly mapped one (throws kvslim::Error if mapping fails)
-  void release(KvPage* page);   // back to the free list, or unmapped beyond the reserve
+  KvPage* acquire();           // a free page, or a newly mapped one (throws kvslim::Error if mapping fails)
+  void release(KvPage* page);  // back to the free list, or unmapped beyond the reserve
   // Keeps at least `n_pages` pages mapped (in use or free) so that later acquires (decode) map nothing.
   void reserve(int64_t n_pages);
 
-  uint64_t bytes_in_use() const { return uint64_t(in_use_) * page_bytes_; }   // pages handed out
+  uint64_t bytes_in_use() const { return uint64_t(in_use_) * page_bytes_; }  // pages handed out
   uint64_t bytes_mapped() const { return uint64_t(in_use_ + free_.size()) * page_bytes_; }
   uint64_t peak_bytes_in_use() const { return peak_in_use_ * page_bytes_; }
 

@@ -38,8 +38,11 @@ const KvShape& validated(const KvShape& shape) {
 }  // namespace
 
 PagedKvCache::PagedKvCache(const KvShape& shape, int64_t capacity, int page_tokens)
-    : n_layers_(validated(shape).n_layers), n_heads_(shape.n_heads), n_kv_heads_(shape.n_kv_heads),
-      head_dim_(shape.head_dim), capacity_(capacity),
+    : n_layers_(validated(shape).n_layers),
+      n_heads_(shape.n_heads),
+      n_kv_heads_(shape.n_kv_heads),
+      head_dim_(shape.head_dim),
+      capacity_(capacity),
       pool_(shape.head_dim, page_tokens, shape.key_type, shape.value_type) {
   if (capacity < 1) fail("KV cache: capacity must be >= 1 token (got {})", capacity);
   heads_.resize(size_t(n_layers_) * n_kv_heads_);
@@ -93,8 +96,8 @@ void PagedKvCache::attend(int layer, const float* q, int n, float* out, ThreadPo
         const int64_t size = head(layer, h).size();
         for (size_t j = 0; j < sel.size(); ++j)
           if (sel[j] < 0 || sel[j] >= size || (j > 0 && sel[j] <= sel[j - 1]))
-            fail("sparse selector: layer {} KV head {}: index {} (#{}) is out of order or outside the {} tokens",
-                 layer, h, sel[j], j, size);
+            fail("sparse selector: layer {} KV head {}: index {} (#{}) is out of order or outside the {} tokens", layer,
+                 h, sel[j], j, size);
       }
     }
   }

@@ -95,9 +95,12 @@ void LookaheadObjective<T>::project_backward(int l, LoraSite site, const T* para
   T* da = grads + embd_size() + lora_.a_offset(l, site);
   T* db = grads + embd_size() + lora_.b_offset(l, site);
   const T* w = base_.layers[l].w[int(site)].data();
-  pool.parallel_for_fn(m_, [&](int64_t t0, int64_t t1) {
-    gemm<T>(false, false, t1 - t0, in, out, T(1), dy + t0 * out, out, w, in, T(1), dx + t0 * in, in);
-  }, 8);
+  pool.parallel_for_fn(
+      m_,
+      [&](int64_t t0, int64_t t1) {
+        gemm<T>(false, false, t1 - t0, in, out, T(1), dy + t0 * out, out, w, in, T(1), dx + t0 * in, in);
+      },
+      8);
   std::vector<T> dyb(size_t(m_) * r);
   gemm<T>(false, false, m_, r, out, T(1), dy, out, b, r, T(0), dyb.data(), r);
   gemm<T>(true, false, out, r, m_, scale_, dy, out, acts_[l].u[int(site)].data(), r, T(1), db, r);
@@ -123,9 +126,12 @@ void LookaheadObjective<T>::forward_layer(int l, const T* params, const PromptTa
   const bool qk_norm = !w.q_norm.empty();
   T* q = sized(a.q, size_t(m) * qd);
   T* k = sized(a.k, size_t(m) * kvd);
-  project(l, LoraSite::Q, params, a.xn1.data(), w.bq.empty() ? nullptr : w.bq.data(), qk_norm ? sized(a.q_pre, a.q.size()) : q, pool);
-  project(l, LoraSite::K, params, a.xn1.data(), w.bk.empty() ? nullptr : w.bk.data(), qk_norm ? sized(a.k_pre, a.k.size()) : k, pool);
-  project(l, LoraSite::V, params, a.xn1.data(), w.bv.empty() ? nullptr : w.bv.data(), sized(a.v, size_t(m) * kvd), pool);
+  project(l, LoraSite::Q, params, a.xn1.data(), w.bq.empty() ? nullptr : w.bq.data(),
+          qk_norm ? sized(a.q_pre, a.q.size()) : q, pool);
+  project(l, LoraSite::K, params, a.xn1.data(), w.bk.empty() ? nullptr : w.bk.data(),
+          qk_norm ? sized(a.k_pre, a.k.size()) : k, pool);
+  project(l, LoraSite::V, params, a.xn1.data(), w.bv.empty() ? nullptr : w.bv.data(), sized(a.v, size_t(m) * kvd),
+          pool);
   if (qk_norm) {
     train::rmsnorm_forward(a.q_pre.data(), w.q_norm.data(), int64_t(m) * c.n_heads, hd, eps, q,
                            sized(a.q_rstd, size_t(m) * c.n_heads), pool);
@@ -176,7 +182,8 @@ void LookaheadObjective<T>::forward_layer(int l, const T* params, const PromptTa
   project(l, LoraSite::O, params, a.att.data(), nullptr, x_mid, pool);
   for (size_t i = 0; i < a.x_mid.size(); ++i) x_mid[i] += a.x[i];
   sized(a.rstd2, m);
-  train::rmsnorm_forward(x_mid, w.ffn_norm.data(), m, c.dim, eps, sized(a.xn2, size_t(m) * c.dim), a.rstd2.data(), pool);
+  train::rmsnorm_forward(x_mid, w.ffn_norm.data(), m, c.dim, eps, sized(a.xn2, size_t(m) * c.dim), a.rstd2.data(),
+                         pool);
   project(l, LoraSite::Gate, params, a.xn2.data(), nullptr, sized(a.gate, size_t(m) * c.ffn_dim), pool);
   project(l, LoraSite::Up, params, a.xn2.data(), nullptr, sized(a.up, size_t(m) * c.ffn_dim), pool);
   train::swiglu_forward(a.gate.data(), a.up.data(), int64_t(m) * c.ffn_dim, sized(a.h, size_t(m) * c.ffn_dim));
@@ -220,7 +227,8 @@ void LookaheadObjective<T>::attention_backward(int l, const std::vector<T>& d_at
           for (int64_t j = 0; j < keys; ++j) row[j] = pr[j] * (row[j] - dot);
         }
         gemm<T>(false, false, m, hd, keys, scale, ds.data(), keys, kk, hd, T(0), dq.data() + h * hd, qd);
-        gemm<T>(true, false, m, hd, m, scale, ds.data() + n, keys, a.q.data() + h * hd, qd, T(1), dk.data() + g * hd, kvd);
+        gemm<T>(true, false, m, hd, m, scale, ds.data() + n, keys, a.q.data() + h * hd, qd, T(1), dk.data() + g * hd,
+                kvd);
         gemm<T>(true, false, m, hd, m, T(1), p + n, keys, doh, qd, T(1), dv.data() + g * hd, kvd);
       }
     }
@@ -234,7 +242,8 @@ double LookaheadObjective<T>::evaluate(const T* params, const PromptTarget<T>& t
   n_ = target.n;
   if (n_ < 1) fail("lookahead objective: empty prompt");
   const size_t kv_size = size_t(L) * c.n_kv_heads * n_ * c.head_dim;
-  if (target.keys.size() != kv_size || target.values.size() != kv_size || target.importance.size() != size_t(L) * H * n_)
+  if (target.keys.size() != kv_size || target.values.size() != kv_size ||
+      target.importance.size() != size_t(L) * H * n_)
     fail("lookahead objective: the prompt target's sizes do not match a {}-token prompt", n_);
   sums_.resize(size_t(L) * H * n_);
   acts_[0].x.assign(params, params + embd_size());
@@ -277,8 +286,9 @@ double LookaheadObjective<T>::evaluate(const T* params, const PromptTarget<T>& t
       project_backward(l, LoraSite::O, params, a.att.data(), dx_mid.data(), d_att.data(), grads, pool);
       dx = dx_mid;
     }
-    attention_backward(l, d_att, std::vector<T>(d_sums.begin() + size_t(l) * H * n_,
-                                                 d_sums.begin() + size_t(l + 1) * H * n_), dq, dk, dv, pool);
+    attention_backward(l, d_att,
+                       std::vector<T>(d_sums.begin() + size_t(l) * H * n_, d_sums.begin() + size_t(l + 1) * H * n_), dq,
+                       dk, dv, pool);
     rotate_rows(dq.data(), m, H, n_, base_.rope, -1);
     rotate_rows(dk.data(), m, c.n_kv_heads, n_, base_.rope, -1);
     if (!w.q_norm.empty()) {

@@ -65,9 +65,9 @@ class LookaheadObjective {
   int m_;
   LoraLayout lora_;
   T scale_;
-  int64_t n_ = 0;                    // prompt tokens of the last evaluate
+  int64_t n_ = 0;  // prompt tokens of the last evaluate
   std::vector<LayerActs> acts_;
-  std::vector<T> sums_;              // [layer][q head][n]
+  std::vector<T> sums_;  // [layer][q head][n]
 };
 
 }  // namespace kvslim

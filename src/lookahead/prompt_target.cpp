@@ -14,8 +14,7 @@ constexpr int kBlock = 256;  // prefill block
 }  // namespace
 
 PromptTarget<float> prompt_target(const Model& model, ThreadPool& pool, const std::vector<int32_t>& prompt,
-                                  const std::vector<int32_t>& response, std::vector<float>* window_votes,
-                                  int window) {
+                                  const std::vector<int32_t>& response, std::vector<float>* window_votes, int window) {
   if (prompt.empty() || response.empty()) fail("a LookaheadKV training example needs a prompt and a response");
   const ModelConfig& c = model.config();
   const int64_t n = int64_t(prompt.size());

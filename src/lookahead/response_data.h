@@ -24,17 +24,17 @@ struct ResponseDataOptions {
   int train_samples = 256;
   int heldout_samples = 32;
   int64_t min_tokens = 256, max_tokens = 2048;
-  int max_response = 64;    // tokens generated at most (a task's own limit when lower)
+  int max_response = 64;  // tokens generated at most (a task's own limit when lower)
   uint64_t seed = 1;
-  std::string cache_path;   // JSONL file of responses; empty: no cache
+  std::string cache_path;                   // JSONL file of responses; empty: no cache
   void validate(const Model& model) const;  // throws naming the bad option
 };
 
 struct ResponseSample {
-  std::string task;        // a task name, or "haystack"
-  uint64_t seed = 0;       // the generator seed
+  std::string task;   // a task name, or "haystack"
+  uint64_t seed = 0;  // the generator seed
   int64_t target_tokens = 0;
-  int max_response = 0;    // the requested limit (the task's own may be lower)
+  int max_response = 0;                   // the requested limit (the task's own may be lower)
   std::vector<int32_t> prompt, response;  // response: greedy tokens before end-of-generation
 };
 

@@ -25,8 +25,9 @@ constexpr int kPoolKernel = 7;  // the press's default pooling
 
 // The examples of one split, without the prompts the model answered with nothing; with
 // window_votes, also SnapKV's votes of each (held-out) example.
-std::vector<PromptTarget<float>> targets(const Model& model, ThreadPool& pool, const std::vector<ResponseSample>& samples,
-                                         const TrainCallbacks& callbacks, TrainSummary& summary,
+std::vector<PromptTarget<float>> targets(const Model& model, ThreadPool& pool,
+                                         const std::vector<ResponseSample>& samples, const TrainCallbacks& callbacks,
+                                         TrainSummary& summary,
                                          std::vector<std::vector<float>>* window_votes = nullptr) {
   std::vector<PromptTarget<float>> out;
   for (size_t i = 0; i < samples.size(); ++i) {
@@ -36,17 +37,17 @@ std::vector<PromptTarget<float>> targets(const Model& model, ThreadPool& pool, c
       std::vector<float>* votes = nullptr;
       if (window_votes) votes = &window_votes->emplace_back();
       out.push_back(prompt_target(model, pool, samples[i].prompt, samples[i].response, votes, SnapKvSettings{}.window));
-      summary.target_bytes += double(out.back().keys.size() + out.back().values.size() + out.back().importance.size()) *
-                              sizeof(float);
+      summary.target_bytes +=
+          double(out.back().keys.size() + out.back().values.size() + out.back().importance.size()) * sizeof(float);
     }
-    if (callbacks.progress)
-      callbacks.progress({TrainProgress::Phase::Targets, int(i + 1), int(samples.size())});
+    if (callbacks.progress) callbacks.progress({TrainProgress::Phase::Targets, int(i + 1), int(samples.size())});
   }
   return out;
 }
 
 // Mean over the group's query heads of one layer's per-head rows ([q head][n]).
-std::vector<float> group_mean(const ModelConfig& c, int kv_head, int64_t n, const std::function<const float*(int)>& row) {
+std::vector<float> group_mean(const ModelConfig& c, int kv_head, int64_t n,
+                              const std::function<const float*(int)>& row) {
   std::vector<float> mean(size_t(n), 0.0f);
   const int group = c.group_size();
   for (int h = kv_head * group; h < (kv_head + 1) * group; ++h) {
@@ -124,7 +125,8 @@ void LookaheadTrainOptions::validate() const {
 }
 
 LookaheadAdapter train_lookahead(const Model& model, ThreadPool& pool, const LookaheadTrainOptions& options,
-                                 const LookaheadAdapter& start, const TrainCallbacks& callbacks, TrainSummary& summary) {
+                                 const LookaheadAdapter& start, const TrainCallbacks& callbacks,
+                                 TrainSummary& summary) {
   options.validate();
   const ModelConfig& c = model.config();
   if (!start.lora.fits(c) || start.embd.size() != size_t(start.n_lookahead) * c.dim)
@@ -135,8 +137,10 @@ LookaheadAdapter train_lookahead(const Model& model, ThreadPool& pool, const Loo
   auto responses_progress = [&](int done, int total) {
     if (callbacks.progress) callbacks.progress({TrainProgress::Phase::Responses, done, total});
   };
-  const std::vector<ResponseSample> train_samples = response_samples(model, pool, options.data, false, responses_progress);
-  const std::vector<ResponseSample> heldout_samples = response_samples(model, pool, options.data, true, responses_progress);
+  const std::vector<ResponseSample> train_samples =
+      response_samples(model, pool, options.data, false, responses_progress);
+  const std::vector<ResponseSample> heldout_samples =
+      response_samples(model, pool, options.data, true, responses_progress);
   const std::vector<PromptTarget<float>> train = targets(model, pool, train_samples, callbacks, summary);
   std::vector<std::vector<float>> heldout_votes;
   const std::vector<PromptTarget<float>> heldout =
@@ -155,7 +159,8 @@ LookaheadAdapter train_lookahead(const Model& model, ThreadPool& pool, const Loo
   std::vector<float> grads(params.size()), sample_grads(params.size());
   // Adam over the learned rows and the LoRA as one flat tensor: no weight decay and beta2 0.999,
   // this trainer's settings before it shared train/'s AdamW.
-  train::AdamW adam({{"lookahead", 0, 1, n_params, false}}, {.beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f, .weight_decay = 0});
+  train::AdamW adam({{"lookahead", 0, 1, n_params, false}},
+                    {.beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f, .weight_decay = 0});
 
   train::LrSchedule schedule;
   schedule.lr = options.lr;

@@ -21,12 +21,12 @@ struct LookaheadTrainOptions {
   AdapterShape shape;
   ResponseDataOptions data;
   int steps = 300;
-  int batch = 4;          // prompts per step
+  int batch = 4;  // prompts per step
   float lr = 2e-3f;
-  int warmup = -1;        // steps; < 0: 5% of the steps
-  double clip = 1.0;      // global gradient norm; <= 0: off
-  int eval_every = 50;    // steps between held-out evaluations (0: start and end only)
-  int recall_budget = 64; // B of the held-out recall
+  int warmup = -1;         // steps; < 0: 5% of the steps
+  double clip = 1.0;       // global gradient norm; <= 0: off
+  int eval_every = 50;     // steps between held-out evaluations (0: start and end only)
+  int recall_budget = 64;  // B of the held-out recall
   uint64_t seed = 1;
   void validate() const;
 };

@@ -24,7 +24,8 @@ namespace {
 
 int positive_int(const gguf::File& file, const std::string& key, uint64_t limit = 1u << 24) {
   const uint64_t value = file.get_uint(key);
-  if (value == 0 || value > limit) fail("{}: metadata '{}' = {} is out of range [1, {}]", file.path(), key, value, limit);
+  if (value == 0 || value > limit)
+    fail("{}: metadata '{}' = {} is out of range [1, {}]", file.path(), key, value, limit);
   return static_cast<int>(value);
 }
 
@@ -39,20 +40,25 @@ ModelConfig ModelConfig::from_gguf(const gguf::File& file) {
   c.dim = positive_int(file, p + "embedding_length");
   c.ffn_dim = positive_int(file, p + "feed_forward_length");
   c.n_heads = positive_int(file, p + "attention.head_count", 4096);
-  c.n_kv_heads = file.get_uint_opt(p + "attention.head_count_kv") ? positive_int(file, p + "attention.head_count_kv", 4096)
-                                                                  : c.n_heads;
+  c.n_kv_heads = file.get_uint_opt(p + "attention.head_count_kv")
+                     ? positive_int(file, p + "attention.head_count_kv", 4096)
+                     : c.n_heads;
   if (c.n_heads % c.n_kv_heads != 0)
     fail("{}: head_count {} is not a multiple of head_count_kv {}", file.path(), c.n_heads, c.n_kv_heads);
   c.head_dim = file.get_uint_opt(p + "attention.key_length") ? positive_int(file, p + "attention.key_length", 4096)
-                                                            : c.dim / c.n_heads;
-  if (auto value_length = file.get_uint_opt(p + "attention.value_length"); value_length && *value_length != uint64_t(c.head_dim))
-    fail("{}: attention.value_length {} differs from key_length {} (unsupported)", file.path(), *value_length, c.head_dim);
+                                                             : c.dim / c.n_heads;
+  if (auto value_length = file.get_uint_opt(p + "attention.value_length");
+      value_length && *value_length != uint64_t(c.head_dim))
+    fail("{}: attention.value_length {} differs from key_length {} (unsupported)", file.path(), *value_length,
+         c.head_dim);
   if (!file.get_uint_opt(p + "attention.key_length") && c.dim % c.n_heads != 0)
     fail("{}: embedding_length {} is not a multiple of head_count {}", file.path(), c.dim, c.n_heads);
-  c.n_rot = file.get_uint_opt(p + "rope.dimension_count") ? positive_int(file, p + "rope.dimension_count", 4096) : c.head_dim;
+  c.n_rot =
+      file.get_uint_opt(p + "rope.dimension_count") ? positive_int(file, p + "rope.dimension_count", 4096) : c.head_dim;
   if (c.n_rot > c.head_dim || c.n_rot % 2 != 0)
     fail("{}: rope.dimension_count {} must be even and at most the head size {}", file.path(), c.n_rot, c.head_dim);
-  c.context_length = file.get_uint_opt(p + "context_length") ? positive_int(file, p + "context_length", 1u << 24) : 2048;
+  c.context_length =
+      file.get_uint_opt(p + "context_length") ? positive_int(file, p + "context_length", 1u << 24) : 2048;
   c.rms_eps = static_cast<float>(file.get_float_opt(p + "attention.layer_norm_rms_epsilon").value_or(1e-5));
   c.rope_base = static_cast<float>(file.get_float_opt(p + "rope.freq_base").value_or(10000.0));
   if (!(c.rms_eps > 0) || !(c.rope_base > 0)) fail("{}: rms epsilon and rope.freq_base must be positive", file.path());

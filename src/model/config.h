@@ -16,13 +16,13 @@ Arch arch_from_name(const std::string& name);  // throws, listing the supported 
 struct ModelConfig {
   Arch arch = Arch::Llama;
   int n_layers = 0;
-  int dim = 0;           // embedding length
+  int dim = 0;  // embedding length
   int ffn_dim = 0;
   int n_heads = 0;
   int n_kv_heads = 0;
-  int head_dim = 0;      // attention.key_length when present, else dim / n_heads
-  int n_rot = 0;         // rope.dimension_count when present, else head_dim
-  int n_vocab = 0;       // rows of token_embd.weight
+  int head_dim = 0;  // attention.key_length when present, else dim / n_heads
+  int n_rot = 0;     // rope.dimension_count when present, else head_dim
+  int n_vocab = 0;   // rows of token_embd.weight
   int context_length = 0;
   float rms_eps = 1e-5f;
   float rope_base = 10000.0f;

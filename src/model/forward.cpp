@@ -53,7 +53,8 @@ void add_bias(float* y, const std::vector<float>& bias, int n) {
 // Qwen3 normalises each head's query and key before RoPE.
 void norm_heads(float* x, int n_rows, int head_dim, const std::vector<float>& weight, float eps) {
   if (weight.empty()) return;
-  for (int r = 0; r < n_rows; ++r) rmsnorm(x + int64_t(r) * head_dim, weight.data(), x + int64_t(r) * head_dim, head_dim, eps);
+  for (int r = 0; r < n_rows; ++r)
+    rmsnorm(x + int64_t(r) * head_dim, weight.data(), x + int64_t(r) * head_dim, head_dim, eps);
 }
 
 }  // namespace
@@ -85,8 +86,10 @@ const float* Forward::run(const int32_t* tokens, int n, int64_t pos0, KvCache& c
   {
     ProfileScope prof(ProfOp::Embed);
     for (int t = 0; t < n; ++t) {
-      if (tokens[t] < 0 || tokens[t] >= c.n_vocab) fail("token id {} is outside the vocabulary [0, {})", tokens[t], c.n_vocab);
-      convert_to_f32(model_.token_embedding().type, model_.token_embedding().row(tokens[t]), &x_[size_t(t) * c.dim], c.dim);
+      if (tokens[t] < 0 || tokens[t] >= c.n_vocab)
+        fail("token id {} is outside the vocabulary [0, {})", tokens[t], c.n_vocab);
+      convert_to_f32(model_.token_embedding().type, model_.token_embedding().row(tokens[t]), &x_[size_t(t) * c.dim],
+                     c.dim);
     }
   }
   return run_embedded(n, pos0, cache, pool, nullptr, all_logits);

@@ -96,14 +96,16 @@ LookaheadAdapter LookaheadAdapter::load(const std::string& path, const ModelConf
   LookaheadAdapter a;
   a.base_fingerprint = file.get_uint("lookahead.base_fingerprint");
   if (a.base_fingerprint != base_fingerprint)
-    fail("{}: the adapter was made for the base model with fingerprint {:016x}, but this model's fingerprint is "
-         "{:016x}",
-         path, a.base_fingerprint, base_fingerprint);
+    fail(
+        "{}: the adapter was made for the base model with fingerprint {:016x}, but this model's fingerprint is "
+        "{:016x}",
+        path, a.base_fingerprint, base_fingerprint);
   const uint64_t count = file.get_uint("lookahead.count"), rank = file.get_uint("lookahead.lora_rank");
   const double alpha = file.get_float("lookahead.lora_alpha");
   if (count < 1 || count > kMaxLookahead) fail("{}: lookahead.count {} is outside [1, {}]", path, count, kMaxLookahead);
   if (rank < 1 || rank > kMaxRank) fail("{}: lookahead.lora_rank {} is outside [1, {}]", path, rank, kMaxRank);
-  if (!(alpha > 0) || !std::isfinite(alpha)) fail("{}: lookahead.lora_alpha {} is not a finite number > 0", path, alpha);
+  if (!(alpha > 0) || !std::isfinite(alpha))
+    fail("{}: lookahead.lora_alpha {} is not a finite number > 0", path, alpha);
   const AdapterShape shape{int(count), int(rank), float(alpha)};
   a.n_lookahead = shape.n_lookahead;
   a.lora = LoraAdapter(base, shape.rank, shape.alpha);

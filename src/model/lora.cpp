@@ -6,7 +6,7 @@
 namespace kvslim {
 
 const char* lora_site_name(LoraSite site) {
-  static const char* const names[kLoraSites] = {"attn_q", "attn_k", "attn_v", "attn_output",
+  static const char* const names[kLoraSites] = {"attn_q",   "attn_k", "attn_v",  "attn_output",
                                                 "ffn_gate", "ffn_up", "ffn_down"};
   return names[int(site)];
 }

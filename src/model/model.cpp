@@ -109,8 +109,6 @@ uint64_t Model::weight_bytes() const {
   return total;
 }
 
-uint64_t Model::kv_bytes_per_token() const {
-  return uint64_t(config_.n_layers) * 2 * config_.kv_dim() * sizeof(float);
-}
+uint64_t Model::kv_bytes_per_token() const { return uint64_t(config_.n_layers) * 2 * config_.kv_dim() * sizeof(float); }
 
 }  // namespace kvslim

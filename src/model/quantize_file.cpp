@@ -33,7 +33,8 @@ std::string directory_of(const std::string& path) {
 // ends in a write error) or one that is the input itself.
 void check_output_path(const std::string& in_path, const std::string& out_path) {
   if (out_path.empty()) fail("no output path given");
-  struct stat in_stat {}, out_stat {};
+  struct stat in_stat {
+  }, out_stat{};
   if (::stat(out_path.c_str(), &out_stat) == 0) {
     if (S_ISDIR(out_stat.st_mode)) fail("{}: output is a directory", out_path);
     if (::stat(in_path.c_str(), &in_stat) == 0 && in_stat.st_dev == out_stat.st_dev &&
@@ -46,7 +47,8 @@ void check_output_path(const std::string& in_path, const std::string& out_path) 
   if (::stat(dir.c_str(), &dir_stat) != 0 || !S_ISDIR(dir_stat.st_mode)) {
     fail("{}: cannot write the output: directory {} does not exist", out_path, dir);
   }
-  if (::access(dir.c_str(), W_OK) != 0) fail("{}: cannot write the output: directory {} is not writable", out_path, dir);
+  if (::access(dir.c_str(), W_OK) != 0)
+    fail("{}: cannot write the output: directory {} is not writable", out_path, dir);
 }
 
 uint32_t metadata_uint(const gguf::File& file, const std::string& key, uint32_t fallback) {
@@ -124,8 +126,10 @@ QuantizeSummary quantize_file(const std::string& in_path, const std::string& out
       if (plan.quantize && !is_plain_float(t.type)) {
         const DType from = dtype_from_ggml(t.type);  // throws, naming a type kvslim cannot read
         if (!options.allow_requantize) {
-          fail("{}: tensor {} is already quantized ({}); requantizing loses quality, pass --allow-requantize to do it anyway",
-               in_path, t.name, dtype_name(from));
+          fail(
+              "{}: tensor {} is already quantized ({}); requantizing loses quality, pass --allow-requantize to do it "
+              "anyway",
+              in_path, t.name, dtype_name(from));
         }
       }
     }

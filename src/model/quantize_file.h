@@ -21,16 +21,16 @@ struct QuantizeOptions {
 
 // One tensor's outcome, reported as soon as it is converted.
 struct QuantizedTensor {
-  int index = 0;           // 1-based position in the file
-  int count = 0;           // tensors in the file
+  int index = 0;  // 1-based position in the file
+  int count = 0;  // tensors in the file
   std::string name;
   std::vector<uint64_t> dims;
-  std::string from_type;   // input type name
-  DType type = DType::F32; // written type (when quantized)
-  bool quantized = false;  // false: copied as it was
-  bool fallback = false;   // the preset's type could not hold the rows
+  std::string from_type;    // input type name
+  DType type = DType::F32;  // written type (when quantized)
+  bool quantized = false;   // false: copied as it was
+  bool fallback = false;    // the preset's type could not hold the rows
   DType wanted = DType::F32;
-  double rmse = 0;         // root mean square error against the input values (quantized only)
+  double rmse = 0;  // root mean square error against the input values (quantized only)
   uint64_t bytes_in = 0, bytes_out = 0;
 };
 

@@ -74,13 +74,13 @@ DType preset_type(const QuantPresetInfo& preset, const TensorRole& role) {
 
 const std::vector<QuantPresetInfo>& quant_presets() {
   static const std::vector<QuantPresetInfo> presets = {
-      {QuantPreset::Q8_0, "q8_0", DType::Q8_0, 7},       {QuantPreset::Q4_0, "q4_0", DType::Q4_0, 2},
-      {QuantPreset::Q4_1, "q4_1", DType::Q4_1, 3},       {QuantPreset::Q5_0, "q5_0", DType::Q5_0, 8},
-      {QuantPreset::Q5_1, "q5_1", DType::Q5_1, 9},       {QuantPreset::Q2_K, "q2_k", DType::Q2_K, 10},
-      {QuantPreset::Q3_K_S, "q3_k_s", DType::Q3_K, 11},  {QuantPreset::Q3_K_M, "q3_k_m", DType::Q3_K, 12},
-      {QuantPreset::Q4_K_S, "q4_k_s", DType::Q4_K, 14},  {QuantPreset::Q4_K_M, "q4_k_m", DType::Q4_K, 15},
-      {QuantPreset::Q5_K_S, "q5_k_s", DType::Q5_K, 16},  {QuantPreset::Q5_K_M, "q5_k_m", DType::Q5_K, 17},
-      {QuantPreset::Q6_K, "q6_k", DType::Q6_K, 18},      {QuantPreset::IQ4_NL, "iq4_nl", DType::IQ4_NL, 25},
+      {QuantPreset::Q8_0, "q8_0", DType::Q8_0, 7},        {QuantPreset::Q4_0, "q4_0", DType::Q4_0, 2},
+      {QuantPreset::Q4_1, "q4_1", DType::Q4_1, 3},        {QuantPreset::Q5_0, "q5_0", DType::Q5_0, 8},
+      {QuantPreset::Q5_1, "q5_1", DType::Q5_1, 9},        {QuantPreset::Q2_K, "q2_k", DType::Q2_K, 10},
+      {QuantPreset::Q3_K_S, "q3_k_s", DType::Q3_K, 11},   {QuantPreset::Q3_K_M, "q3_k_m", DType::Q3_K, 12},
+      {QuantPreset::Q4_K_S, "q4_k_s", DType::Q4_K, 14},   {QuantPreset::Q4_K_M, "q4_k_m", DType::Q4_K, 15},
+      {QuantPreset::Q5_K_S, "q5_k_s", DType::Q5_K, 16},   {QuantPreset::Q5_K_M, "q5_k_m", DType::Q5_K, 17},
+      {QuantPreset::Q6_K, "q6_k", DType::Q6_K, 18},       {QuantPreset::IQ4_NL, "iq4_nl", DType::IQ4_NL, 25},
       {QuantPreset::IQ4_XS, "iq4_xs", DType::IQ4_XS, 30},
   };
   return presets;

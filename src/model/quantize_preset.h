@@ -47,13 +47,28 @@
 namespace kvslim {
 
 enum class QuantPreset {
-  Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K_S, Q3_K_M, Q4_K_S, Q4_K_M, Q5_K_S, Q5_K_M, Q6_K, IQ4_NL, IQ4_XS };
+  Q8_0,
+  Q4_0,
+  Q4_1,
+  Q5_0,
+  Q5_1,
+  Q2_K,
+  Q3_K_S,
+  Q3_K_M,
+  Q4_K_S,
+  Q4_K_M,
+  Q5_K_S,
+  Q5_K_M,
+  Q6_K,
+  IQ4_NL,
+  IQ4_XS
+};
 
 struct QuantPresetInfo {
   QuantPreset preset;
-  const char* name;       // "q4_k_m"
-  DType base;             // the type of every matrix the rules do not single out
-  uint32_t llama_ftype;   // general.file_type (llama.cpp's LLAMA_FTYPE_MOSTLY_*)
+  const char* name;      // "q4_k_m"
+  DType base;            // the type of every matrix the rules do not single out
+  uint32_t llama_ftype;  // general.file_type (llama.cpp's LLAMA_FTYPE_MOSTLY_*)
 };
 
 const std::vector<QuantPresetInfo>& quant_presets();
@@ -63,16 +78,16 @@ const QuantPresetInfo& quant_preset_from_name(const std::string& name);
 // What the rules need to know about the model and the tensor.
 struct TensorRole {
   std::string name;
-  int layer = -1;          // from "blk.N."; -1 outside the blocks
+  int layer = -1;  // from "blk.N."; -1 outside the blocks
   int n_layers = 1;
-  int gqa = 1;             // head_count / head_count_kv
+  int gqa = 1;  // head_count / head_count_kv
   bool model_has_output = true;
   int64_t row_length = 0;  // ne0
 };
 
 struct TensorTypeChoice {
-  DType type;             // what is written
-  DType wanted;           // what the preset asked for (differs from type after a fallback)
+  DType type;    // what is written
+  DType wanted;  // what the preset asked for (differs from type after a fallback)
   bool fallback = false;
 };
 

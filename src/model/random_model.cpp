@@ -86,10 +86,12 @@ void write_random_model(const RandomModelSpec& spec, const std::string& vocab_pa
   uint64_t tensor_seed = s.seed * 1000003;
   const uint32_t type_id = ggml_type_id(s.type);
   auto matrix = [&](const std::string& name, int64_t cols, int64_t rows) {
-    w.add_tensor(name, type_id, {uint64_t(cols), uint64_t(rows)}, random_matrix(s.type, rows, cols, ++tensor_seed, pool));
+    w.add_tensor(name, type_id, {uint64_t(cols), uint64_t(rows)},
+                 random_matrix(s.type, rows, cols, ++tensor_seed, pool));
   };
   auto vector = [&](const std::string& name, int64_t n, float center, float spread) {
-    w.add_tensor(name, ggml_type_id(DType::F32), {uint64_t(n)}, f32_bytes(random_vector(n, center, spread, ++tensor_seed)));
+    w.add_tensor(name, ggml_type_id(DType::F32), {uint64_t(n)},
+                 f32_bytes(random_vector(n, center, spread, ++tensor_seed)));
   };
 
   matrix("token_embd.weight", c.dim, c.n_vocab);

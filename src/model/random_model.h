@@ -13,10 +13,10 @@
 namespace kvslim {
 
 struct RandomModelSpec {
-  ModelConfig config;          // n_vocab is taken from the vocabulary file
-  DType type = DType::F16;     // type of every matrix; norms and biases stay f32
-  bool tied_output = false;    // omit output.weight (the embedding is reused)
-  bool rope_freqs = false;     // write a rope_freqs.weight factor tensor (Llama 3.1 style)
+  ModelConfig config;        // n_vocab is taken from the vocabulary file
+  DType type = DType::F16;   // type of every matrix; norms and biases stay f32
+  bool tied_output = false;  // omit output.weight (the embedding is reused)
+  bool rope_freqs = false;   // write a rope_freqs.weight factor tensor (Llama 3.1 style)
   uint64_t seed = 1;
 };
 

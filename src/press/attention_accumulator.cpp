@@ -12,7 +12,8 @@ void AttentionAccumulator::reset(const ModelConfig& config, int64_t n_keys, int6
   sums_.assign(size_t(config.n_layers) * n_heads_ * n_keys, 0.0f);
 }
 
-void AttentionAccumulator::on_row(int layer, int q_head, int64_t query_position, const float* probs, int64_t n_visible) {
+void AttentionAccumulator::on_row(int layer, int q_head, int64_t query_position, const float* probs,
+                                  int64_t n_visible) {
   if (query_position < from_position_) return;
   float* sums = &sums_[(size_t(layer) * n_heads_ + q_head) * n_keys_];
   const int64_t n = std::min(n_visible, n_keys_);

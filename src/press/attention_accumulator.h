@@ -20,7 +20,9 @@ class AttentionAccumulator final : public AttentionProbe {
   void on_row(int layer, int q_head, int64_t query_position, const float* probs, int64_t n_visible) override;
 
   int64_t n_keys() const { return n_keys_; }
-  const float* q_head_sums(int layer, int q_head) const { return &sums_[(size_t(layer) * n_heads_ + q_head) * n_keys_]; }
+  const float* q_head_sums(int layer, int q_head) const {
+    return &sums_[(size_t(layer) * n_heads_ + q_head) * n_keys_];
+  }
   // Mean over the query heads that read `kv_head` (docs/methods.md: a GQA group is reduced by its
   // mean).
   std::vector<float> group_mean(int layer, int kv_head) const;

@@ -25,7 +25,9 @@ class ForwardingPress : public Press {
   bool evicts_each_prefill_block() const override { return inner_->evicts_each_prefill_block(); }
   void check_budget(int64_t budget) const override { inner_->check_budget(budget); }
   void begin(PressContext& ctx) override { inner_->begin(ctx); }
-  void before_prefill_block(PressContext& ctx, int64_t n_tokens) override { inner_->before_prefill_block(ctx, n_tokens); }
+  void before_prefill_block(PressContext& ctx, int64_t n_tokens) override {
+    inner_->before_prefill_block(ctx, n_tokens);
+  }
   void after_prefill_block(PressContext& ctx) override { inner_->after_prefill_block(ctx); }
   void end_prefill(PressContext& ctx) override { inner_->end_prefill(ctx); }
   void after_extend(PressContext& ctx) override { inner_->after_extend(ctx); }

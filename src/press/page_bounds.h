@@ -57,7 +57,7 @@ class PageBounds {
   int page_tokens_ = 1, head_dim_ = 0;
   int64_t n_tokens_ = 0;
   int64_t capacity_ = 0;          // pages each channel's array holds
-  int64_t last_position_ = -1;  // original position of the last folded token
+  int64_t last_position_ = -1;    // original position of the last folded token
   std::vector<float> min_, max_;  // [head_dim][capacity_]
   std::vector<float> row_;        // a key decoded from an f16/bf16/q8_0 page
 };

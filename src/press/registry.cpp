@@ -9,11 +9,9 @@ namespace kvslim {
 
 const std::vector<PressInfo>& press_registry() {
   static const std::vector<PressInfo> registry = {
-      full_press(), random_press(), streaming_llm_press(), knorm_press(), snapkv_press(), tova_press(),
-      lagkv_press(), dapq_press(), laq_press(),
-      h2o_press(), pyramidkv_press(), adakv_press(), keydiff_press(),
-      exact_topk_press(), quest_press(), sparq_press(), rocketkv_press(),
-      lookaheadkv_press(),
+      full_press(),    random_press(),     streaming_llm_press(), knorm_press(), snapkv_press(),    tova_press(),
+      lagkv_press(),   dapq_press(),       laq_press(),           h2o_press(),   pyramidkv_press(), adakv_press(),
+      keydiff_press(), exact_topk_press(), quest_press(),         sparq_press(), rocketkv_press(),  lookaheadkv_press(),
   };
   return registry;
 }

@@ -29,7 +29,8 @@ void ScorerPress::compress(PressContext& ctx) {
   bool over = false;
   for (int layer = 0; layer < cache.n_layers(); ++layer) {
     budgets[layer] = layer_budget(ctx, layer);
-    over = over || (selection_ ? selection_->over_budget(ctx, layer, budgets[layer]) : cache.n_tokens(layer) > budgets[layer]);
+    over = over ||
+           (selection_ ? selection_->over_budget(ctx, layer, budgets[layer]) : cache.n_tokens(layer) > budgets[layer]);
   }
   if (!over) return;  // within budget: no extra forward pass (DapQ, LookaheadKV)
   prepare_scores(ctx);

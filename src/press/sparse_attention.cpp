@@ -94,7 +94,7 @@ void top_k_with_newest(std::span<float> scores, int64_t k, std::vector<uint32_t>
     above += s > threshold;
     equal += s == threshold;
   }
-  int64_t ties = k - above;  // scores equal to the threshold to take, lowest index first
+  int64_t ties = k - above;    // scores equal to the threshold to take, lowest index first
   out.resize(size_t(k) + 16);  // slack for the kernel's 16-wide stores
   int64_t m = 0;
   if (ties == equal) {

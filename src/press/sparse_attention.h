@@ -17,12 +17,12 @@ namespace kvslim {
 // KV head has its own, so that heads are selected in parallel.
 struct SelectScratch {
   std::vector<float> scores, logits, page_scores, magnitude;
-  std::vector<uint32_t> work;  // top_k_with_newest
-  std::vector<float> row;  // one key decoded from an f16/bf16/q8_0 page
+  std::vector<uint32_t> work;             // top_k_with_newest
+  std::vector<float> row;                 // one key decoded from an f16/bf16/q8_0 page
   std::vector<int32_t> channels, picked;  // picked: pages or slots chosen
   std::vector<uint64_t> order;            // pages as sort keys (RocketKV)
   std::vector<int32_t> taken;             // slots taken from each page (RocketKV)
-  AttentionScratch attention;  // for attention_scores (exact scores of the whole head)
+  AttentionScratch attention;             // for attention_scores (exact scores of the whole head)
 };
 
 class SparseAttentionPress : public Press, public SparseSelector {

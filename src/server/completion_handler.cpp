@@ -54,8 +54,8 @@ void answer_whole(const CompletionRequest& r, GenerationJob& job, const Completi
   std::string text;
   std::vector<TokenEvent> events(job.events.begin(), job.events.end());
   for (const TokenEvent& e : events) text += e.text;
-  const json logprobs = r.logprobs ? logprobs_json(r.chat, events, [&](int32_t t) { return tok.token_to_piece(t); })
-                                   : json(nullptr);
+  const json logprobs =
+      r.logprobs ? logprobs_json(r.chat, events, [&](int32_t t) { return tok.token_to_piece(t); }) : json(nullptr);
   json out = completion_json(id, text, job.result, logprobs);
   if (r.return_tokens) {
     out["tokens"] = json::array();
@@ -100,9 +100,10 @@ void answer_streamed(const CompletionRequest& r, std::shared_ptr<GenerationJob> 
         }
         for (const TokenEvent& e : events) {
           if (e.text.empty() && !logprobs) continue;
-          const json lp = logprobs && e.id >= 0
-                              ? logprobs_json(chat, {e}, [&](int32_t t) { return stream->tokenizer->token_to_piece(t); })
-                              : json(nullptr);
+          const json lp =
+              logprobs && e.id >= 0
+                  ? logprobs_json(chat, {e}, [&](int32_t t) { return stream->tokenizer->token_to_piece(t); })
+                  : json(nullptr);
           if (!write(sse(chunk_json(stream->id, e.text, stream->first, lp)))) return false;
           stream->first = false;
         }
@@ -162,8 +163,10 @@ CompressionOptions HttpServer::compression_for(const CompletionRequest& r) const
       const std::string key = kv.substr(0, kv.find('='));
       // Options that name files would let a client read any file the server can.
       if (key == "adapter" || kv.find("adapter=") != std::string::npos)
-        bad_field("press_options", "press_options.{}: a request cannot name files; start the server with "
-                                   "--lookahead-adapter FILE instead", key);
+        bad_field("press_options",
+                  "press_options.{}: a request cannot name files; start the server with "
+                  "--lookahead-adapter FILE instead",
+                  key);
       std::erase_if(c.press_options, [&](const std::string& o) { return o.substr(0, o.find('=')) == key; });
       c.press_options.push_back(kv);
     }
@@ -190,8 +193,9 @@ CompressionOptions HttpServer::compression_for(const CompletionRequest& r) const
   // A method that takes an adapter file (lookaheadkv) runs with the server's: the one beside the
   // model or --lookahead-adapter. Without one, the refusal says how to start the server.
   if (c.lacks_adapter())
-    bad_field("press", "{} needs an adapter file and this server has none ({} does not exist); start the server "
-                       "with --lookahead-adapter FILE, or put the adapter there",
+    bad_field("press",
+              "{} needs an adapter file and this server has none ({} does not exist); start the server "
+              "with --lookahead-adapter FILE, or put the adapter there",
               c.press, c.adapter_sought);
   std::unique_ptr<Press> press;
   try {
@@ -224,7 +228,8 @@ void HttpServer::completions(const Request& req, Response& res, bool chat) {
 
   const CompletionIdentity id = new_identity(chat, r.model.empty() ? model_id_ : r.model);
   // The client's socket, watched while the answer is made: a client that leaves cancels its job.
-  auto connection = std::make_shared<ClientConnection>(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
+  auto connection =
+      std::make_shared<ClientConnection>(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
   if (r.stream)
     answer_streamed(r, std::move(job), id, model_->tokenizer(), std::move(connection), res);
   else

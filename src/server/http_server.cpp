@@ -36,9 +36,20 @@ void send_error(Response& res, int status, const std::string& message, const std
 
 // The endpoint as a metrics label: fixed names only, so clients cannot grow the label set.
 std::string endpoint_label(const Request& req) {
-  static const char* known[] = {"/",           "/health",       "/v1/health",          "/v1/models", "/models",
-                                "/v1/chat/completions", "/chat/completions", "/v1/completions", "/completions",
-                                "/tokenize",   "/detokenize",   "/apply-template",     "/props",     "/metrics",
+  static const char* known[] = {"/",
+                                "/health",
+                                "/v1/health",
+                                "/v1/models",
+                                "/models",
+                                "/v1/chat/completions",
+                                "/chat/completions",
+                                "/v1/completions",
+                                "/completions",
+                                "/tokenize",
+                                "/detokenize",
+                                "/apply-template",
+                                "/props",
+                                "/metrics",
                                 "/slots"};
   for (const char* k : known)
     if (req.path == k) return k;
@@ -50,7 +61,8 @@ std::string endpoint_label(const Request& req) {
 bool same_secret(const std::string& given, const std::string& expected) {
   if (expected.empty()) return false;
   unsigned char diff = given.size() == expected.size() ? 0 : 1;
-  for (size_t i = 0; i < given.size(); ++i) diff |= static_cast<unsigned char>(given[i] ^ expected[i % expected.size()]);
+  for (size_t i = 0; i < given.size(); ++i)
+    diff |= static_cast<unsigned char>(given[i] ^ expected[i % expected.size()]);
   return diff == 0;
 }
 
@@ -74,7 +86,8 @@ httplib::Server::Handler guarded(F handler) {
 
 }  // namespace
 
-HttpServer::HttpServer(ServerOptions options) : options_(std::move(options)), http_(std::make_unique<httplib::Server>()) {
+HttpServer::HttpServer(ServerOptions options)
+    : options_(std::move(options)), http_(std::make_unique<httplib::Server>()) {
   if (options_.alias.empty()) options_.alias = std::filesystem::path(options_.model_path).filename().string();
   model_id_ = options_.alias;
   routes();
@@ -113,9 +126,10 @@ void HttpServer::load() {
       try {
         LookaheadAdapter::load(adapter, model->config(), model_fingerprint(*model));
       } catch (const Error& e) {
-        throw Error(fmt::format("the LookaheadKV adapter {} does not fit the model: {} (give --lookahead-adapter FILE, "
-                                "or move it away to serve without lookaheadkv)",
-                                adapter, e.what()));
+        throw Error(
+            fmt::format("the LookaheadKV adapter {} does not fit the model: {} (give --lookahead-adapter FILE, "
+                        "or move it away to serve without lookaheadkv)",
+                        adapter, e.what()));
       }
       fmt::print(stderr, "kvslim serve: lookaheadkv runs with the adapter {}\n", adapter);
     }
@@ -191,18 +205,22 @@ void HttpServer::routes() {
   s.set_logger([this](const Request& req, const Response& res) { metrics_.request(endpoint_label(req), res.status); });
   s.set_error_handler([](const Request& req, Response& res) {
     if (!res.body.empty()) return;  // a handler already wrote its JSON error
-    if (res.status == 404) send_error(res, 404, fmt::format("no endpoint {} {}", req.method, req.path));
-    else if (res.status == 413) send_error(res, 413, "the request body is larger than the server's limit (--max-body)");
-    else send_error(res, res.status, fmt::format("HTTP error {}", res.status));
+    if (res.status == 404)
+      send_error(res, 404, fmt::format("no endpoint {} {}", req.method, req.path));
+    else if (res.status == 413)
+      send_error(res, 413, "the request body is larger than the server's limit (--max-body)");
+    else
+      send_error(res, res.status, fmt::format("HTTP error {}", res.status));
   });
-  s.set_exception_handler([](const Request&, Response& res, std::exception_ptr) {
-    send_error(res, 500, "internal error");
-  });
+  s.set_exception_handler(
+      [](const Request&, Response& res, std::exception_ptr) { send_error(res, 500, "internal error"); });
 
   s.Get("/", [](const Request&, Response& res) { res.set_content(web_page_html(), "text/html; charset=utf-8"); });
   auto health = [this](const Request&, Response& res) {
-    if (ready()) send_json(res, 200, {{"status", "ok"}});
-    else send_json(res, 503, error_json(503, "the model is loading"));
+    if (ready())
+      send_json(res, 200, {{"status", "ok"}});
+    else
+      send_json(res, 503, error_json(503, "the model is loading"));
   };
   s.Get("/health", health);
   s.Get("/v1/health", health);
@@ -217,17 +235,17 @@ void HttpServer::routes() {
   s.Post("/apply-template", guarded([this](const Request& req, Response& res) { apply_template(req, res); }));
   s.Get("/props", guarded([this](const Request&, Response& res) { props(res); }));
   s.Get("/metrics", guarded([this](const Request&, Response& res) {
-    res.set_content(metrics_.prometheus(options_.parallel), "text/plain; version=0.0.4");
-  }));
+          res.set_content(metrics_.prometheus(options_.parallel), "text/plain; version=0.0.4");
+        }));
   s.Get("/slots", guarded([this](const Request&, Response& res) { send_json(res, 200, scheduler_->slots_json()); }));
   s.Post(R"(/slots/(\d{1,9}))", guarded([this](const Request& req, Response& res) { slot_action(req, res); }));
 }
 
 void HttpServer::models(Response& res) {
   const ModelConfig& c = model_->config();
-  json meta = {{"n_vocab", c.n_vocab},         {"n_ctx_train", c.context_length}, {"n_embd", c.dim},
-               {"n_layers", c.n_layers},       {"n_heads", c.n_heads},            {"n_kv_heads", c.n_kv_heads},
-               {"head_dim", c.head_dim},       {"arch", arch_name(c.arch)}};
+  json meta = {
+      {"n_vocab", c.n_vocab}, {"n_ctx_train", c.context_length}, {"n_embd", c.dim},        {"n_layers", c.n_layers},
+      {"n_heads", c.n_heads}, {"n_kv_heads", c.n_kv_heads},      {"head_dim", c.head_dim}, {"arch", arch_name(c.arch)}};
   json model = {{"id", model_id_}, {"object", "model"}, {"created", 0}, {"owned_by", "kvslim"}, {"meta", meta}};
   send_json(res, 200, {{"object", "list"}, {"data", json::array({model})}});
 }
@@ -236,21 +254,20 @@ void HttpServer::props(Response& res) {
   const json presses = press_catalogue();
   const CompressionOptions& c = options_.compression;
   const SamplerParams sampling;
-  json settings = {
-      {"n_ctx", options_.engine.context},
-      {"params",
-       {{"n_predict", options_.limits.default_max_tokens},
-        {"max_tokens_cap", options_.limits.max_tokens},
-        {"temperature", sampling.temperature},
-        {"top_k", sampling.top_k},
-        {"top_p", sampling.top_p},
-        {"min_p", sampling.min_p},
-        {"seed", sampling.seed},
-        {"press", c.press},
-        {"budget", c.budget ? json(*c.budget) : json(nullptr)},
-        {"ratio", c.ratio ? json(*c.ratio) : json(nullptr)},
-        {"press_options", c.press_options},
-        {"lookahead_adapter", c.default_adapter.empty() ? json(nullptr) : json(c.default_adapter)}}}};
+  json settings = {{"n_ctx", options_.engine.context},
+                   {"params",
+                    {{"n_predict", options_.limits.default_max_tokens},
+                     {"max_tokens_cap", options_.limits.max_tokens},
+                     {"temperature", sampling.temperature},
+                     {"top_k", sampling.top_k},
+                     {"top_p", sampling.top_p},
+                     {"min_p", sampling.min_p},
+                     {"seed", sampling.seed},
+                     {"press", c.press},
+                     {"budget", c.budget ? json(*c.budget) : json(nullptr)},
+                     {"ratio", c.ratio ? json(*c.ratio) : json(nullptr)},
+                     {"press_options", c.press_options},
+                     {"lookahead_adapter", c.default_adapter.empty() ? json(nullptr) : json(c.default_adapter)}}}};
   const ModelConfig& m = model_->config();
   json out = {{"default_generation_settings", settings},
               {"total_slots", options_.parallel},
@@ -286,8 +303,10 @@ void HttpServer::tokenize(const Request& req, Response& res) {
   const auto ids = tok.encode(*content, add_special && tok.add_bos_by_default(), parse_special);
   json tokens = json::array();
   for (int32_t id : ids) {
-    if (with_pieces) tokens.push_back({{"id", id}, {"piece", tok.token_to_piece(id, true)}});
-    else tokens.push_back(id);
+    if (with_pieces)
+      tokens.push_back({{"id", id}, {"piece", tok.token_to_piece(id, true)}});
+    else
+      tokens.push_back(id);
   }
   send_json(res, 200, {{"tokens", tokens}});
 }

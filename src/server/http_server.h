@@ -36,19 +36,19 @@ void send_json(httplib::Response& res, int status, const nlohmann::json& body);
 
 struct ServerOptions {
   std::string model_path;
-  std::string alias;              // the model id in /v1/models (default: the file name)
+  std::string alias;  // the model id in /v1/models (default: the file name)
   std::string host = "127.0.0.1";
-  int port = 8080;                // 0: any free port
-  int parallel = 1;               // slots
-  int queue = 16;                 // requests waiting for a slot before 503
+  int port = 8080;   // 0: any free port
+  int parallel = 1;  // slots
+  int queue = 16;    // requests waiting for a slot before 503
   EngineOptions engine;
   int threads = 0;
   CompressionOptions compression;  // the default for requests that name none
-  std::string chat_template;      // file overriding the model's template
+  std::string chat_template;       // file overriding the model's template
   std::string api_key;
   std::string slot_save_path;
   size_t max_body_bytes = 8u << 20;
-  int64_t kv_mem_mib = 0;          // 0: no cap
+  int64_t kv_mem_mib = 0;  // 0: no cap
   RequestLimits limits;
 };
 

@@ -26,26 +26,26 @@ struct TokenLogprob {
 
 struct TokenEvent {
   int32_t id = 0;
-  std::string text;  // what may be sent now (stop strings and cut UTF-8 already handled)
+  std::string text;   // what may be sent now (stop strings and cut UTF-8 already handled)
   std::string piece;  // the token's own bytes
   float logprob = 0;
-  std::vector<TokenLogprob> top;  // when the request asked for top_logprobs
+  std::vector<TokenLogprob> top;               // when the request asked for top_logprobs
   std::chrono::steady_clock::time_point time;  // when the scheduler produced it (set by push)
 };
 
 struct JobResult {
   std::string finish_reason = "length";  // "stop" (EOS or a stop string) or "length"
   int slot = -1;
-  int n_prompt = 0;        // prompt tokens of this request
-  int n_reused = 0;        // of which already in the slot's cache
+  int n_prompt = 0;  // prompt tokens of this request
+  int n_reused = 0;  // of which already in the slot's cache
   int n_generated = 0;
   double prefill_ms = 0, decode_ms = 0, score_ms = 0, queue_ms = 0;
   std::chrono::steady_clock::time_point admitted;  // when a slot took the job
-  double kept_tokens = 0;  // mean tokens per (layer, KV head) after prefill
-  int64_t budget = 0;      // 0: none
+  double kept_tokens = 0;                          // mean tokens per (layer, KV head) after prefill
+  int64_t budget = 0;                              // 0: none
   std::string press;
   uint64_t kv_bytes_peak = 0, kv_bytes_final = 0, kv_bytes_full = 0;  // full: the prompt uncompressed
-  nlohmann::json kv_map;   // {n_positions, layers: [[runs of [start, end) per KV head]]} when asked
+  nlohmann::json kv_map;  // {n_positions, layers: [[runs of [start, end) per KV head]]} when asked
 };
 
 struct GenerationJob {

@@ -76,8 +76,9 @@ uint64_t Metrics::kv_bytes_peak() const {
 std::string Metrics::prometheus(int n_slots) const {
   std::lock_guard lock(mutex_);
   std::string out;
-  out += "# HELP kvslim:requests_total HTTP requests answered, by endpoint and status.\n"
-         "# TYPE kvslim:requests_total counter\n";
+  out +=
+      "# HELP kvslim:requests_total HTTP requests answered, by endpoint and status.\n"
+      "# TYPE kvslim:requests_total counter\n";
   for (const auto& [labels, count] : requests_) out += fmt::format("kvslim:requests_total{{{}}} {}\n", labels, count);
   metric(out, "counter", "generations_total", "Completions run by the engine (chat and text).", double(generations_));
   metric(out, "counter", "generations_cancelled_total", "Completions stopped because the client went away.",
@@ -93,10 +94,14 @@ std::string Metrics::prometheus(int n_slots) const {
   metric(out, "gauge", "predicted_tokens_seconds", "Generation throughput so far (tokens per second).",
          per_second(double(generated_tokens_), decode_ms_));
   metric(out, "gauge", "kv_bytes_in_use", "KV cache bytes held by all slots now.", double(kv_in_use_));
-  metric(out, "gauge", "kv_bytes_peak", "Most KV cache bytes held by all slots at once since start (a prefill's transient peak included, bounded by its session's peak).", double(kv_peak_));
-  metric(out, "gauge", "kv_kept_ratio",
-         "Tokens kept per (layer, KV head) after prefill over prompt tokens, over all completions (1: nothing evicted).",
-         prefilled_tokens_ > 0 ? kept_tokens_ / prefilled_tokens_ : 1.0);
+  metric(out, "gauge", "kv_bytes_peak",
+         "Most KV cache bytes held by all slots at once since start (a prefill's transient peak included, bounded by "
+         "its session's peak).",
+         double(kv_peak_));
+  metric(
+      out, "gauge", "kv_kept_ratio",
+      "Tokens kept per (layer, KV head) after prefill over prompt tokens, over all completions (1: nothing evicted).",
+      prefilled_tokens_ > 0 ? kept_tokens_ / prefilled_tokens_ : 1.0);
   metric(out, "counter", "kv_evicted_tokens_total", "Tokens evicted, counted once per (layer, KV head).",
          double(evicted_));
   metric(out, "counter", "score_seconds_total", "Time the compression methods spent scoring and selecting.",

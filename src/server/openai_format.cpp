@@ -30,7 +30,8 @@ CompletionIdentity new_identity(bool chat, const std::string& model) {
   CompletionIdentity id;
   id.chat = chat;
   id.id = fmt::format("{}-{:08x}{:06x}", chat ? "chatcmpl" : "cmpl", uint32_t(salt), uint32_t(++counter));
-  id.created = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  id.created =
+      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
   id.model = model;
   return id;
 }
@@ -45,10 +46,14 @@ json usage_json(const JobResult& r) {
 }
 
 json kv_json(const JobResult& r) {
-  json kv = {{"press", r.press},           {"budget", r.budget},
-             {"kept_tokens", r.kept_tokens}, {"score_ms", r.score_ms},
-             {"bytes_peak", r.kv_bytes_peak}, {"bytes_final", r.kv_bytes_final},
-             {"bytes_full", r.kv_bytes_full}, {"slot", r.slot},
+  json kv = {{"press", r.press},
+             {"budget", r.budget},
+             {"kept_tokens", r.kept_tokens},
+             {"score_ms", r.score_ms},
+             {"bytes_peak", r.kv_bytes_peak},
+             {"bytes_final", r.kv_bytes_final},
+             {"bytes_full", r.kv_bytes_full},
+             {"slot", r.slot},
              {"reused_tokens", r.n_reused}};
   if (!r.kv_map.is_null()) kv["map"] = r.kv_map;
   return kv;
@@ -77,7 +82,8 @@ json logprobs_json(bool chat, const std::vector<TokenEvent>& events,
         const std::string piece = piece_of(t.id);
         top.push_back({{"token", piece}, {"logprob", t.logprob}, {"bytes", bytes_of(piece)}});
       }
-      content.push_back({{"token", e.piece}, {"logprob", e.logprob}, {"bytes", bytes_of(e.piece)}, {"top_logprobs", top}});
+      content.push_back(
+          {{"token", e.piece}, {"logprob", e.logprob}, {"bytes", bytes_of(e.piece)}, {"top_logprobs", top}});
     }
     return {{"content", content}};
   }
@@ -93,7 +99,8 @@ json logprobs_json(bool chat, const std::vector<TokenEvent>& events,
     offsets.push_back(offset);
     offset += e.piece.size();
   }
-  return {{"tokens", tokens}, {"token_logprobs", token_logprobs}, {"top_logprobs", top_logprobs}, {"text_offset", offsets}};
+  return {
+      {"tokens", tokens}, {"token_logprobs", token_logprobs}, {"top_logprobs", top_logprobs}, {"text_offset", offsets}};
 }
 
 json completion_json(const CompletionIdentity& id, const std::string& text, const JobResult& r, const json& logprobs) {

@@ -14,7 +14,7 @@ namespace kvslim::server {
 // Names one completion in every chunk and the final object.
 struct CompletionIdentity {
   bool chat = false;
-  std::string id;     // chatcmpl-... / cmpl-...
+  std::string id;  // chatcmpl-... / cmpl-...
   int64_t created = 0;
   std::string model;
 };

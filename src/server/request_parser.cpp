@@ -43,10 +43,12 @@ std::string press_option_text(const std::string& key, const json& value) {
 std::string message_content(const json& content, size_t index) {
   const std::string param = fmt::format("messages[{}].content", index);
   if (content.is_string()) return content.get<std::string>();
-  if (!content.is_array()) bad_field(param, "{} must be a string or a list of text parts (got {})", param, type_name(content));
+  if (!content.is_array())
+    bad_field(param, "{} must be a string or a list of text parts (got {})", param, type_name(content));
   std::string text;
   for (const json& part : content) {
-    if (!part.is_object() || part.value("type", json()) != "text" || !part.contains("text") || !part["text"].is_string())
+    if (!part.is_object() || part.value("type", json()) != "text" || !part.contains("text") ||
+        !part["text"].is_string())
       bad_field(param, "{}: only parts {{\"type\": \"text\", \"text\": \"...\"}} are supported", param);
     text += part["text"].get<std::string>();
   }
@@ -82,16 +84,20 @@ void parse_prompt(const json& body, const RequestLimits& limits, CompletionReque
     r.prompt = prompt->get<std::string>();
     return;
   }
-  if (!prompt->is_array()) bad_field("prompt", "prompt must be a string or a list of token ids (got {})", type_name(*prompt));
+  if (!prompt->is_array())
+    bad_field("prompt", "prompt must be a string or a list of token ids (got {})", type_name(*prompt));
   if (prompt->size() == 1 && (*prompt)[0].is_string()) {  // a batch of one prompt
     r.prompt = (*prompt)[0].get<std::string>();
     return;
   }
-  if (prompt->size() > limits.max_prompt_ids) bad_field("prompt", "prompt has more than {} token ids", limits.max_prompt_ids);
+  if (prompt->size() > limits.max_prompt_ids)
+    bad_field("prompt", "prompt has more than {} token ids", limits.max_prompt_ids);
   r.has_prompt_ids = true;
   for (const json& id : *prompt) {
     if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > std::numeric_limits<int32_t>::max())
-      bad_field("prompt", "prompt must be one string or a list of non-negative token ids (batches of several prompts are not supported)");
+      bad_field("prompt",
+                "prompt must be one string or a list of non-negative token ids (batches of several prompts are not "
+                "supported)");
     r.prompt_ids.push_back(int32_t(id.get<int64_t>()));
   }
 }
@@ -110,7 +116,8 @@ void parse_stop(const json& body, const RequestLimits& limits, CompletionRequest
   } else {
     bad_field("stop", "stop must be a string or a list of strings (got {})", type_name(*stop));
   }
-  if (out.size() > limits.max_stop) bad_field("stop", "stop has {} strings, more than the limit of {}", out.size(), limits.max_stop);
+  if (out.size() > limits.max_stop)
+    bad_field("stop", "stop has {} strings, more than the limit of {}", out.size(), limits.max_stop);
   for (const std::string& s : out) {
     if (s.empty()) bad_field("stop", "stop strings must not be empty");
     if (s.size() > limits.max_stop_length)
@@ -145,7 +152,8 @@ void parse_sampling(const json& body, CompletionRequest& r) {
 
 void parse_compression(const json& body, CompletionRequest& r) {
   r.press = get_string(body, "press", 256);
-  if (auto v = get_int(body, "budget", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max())) r.budget = *v;
+  if (auto v = get_int(body, "budget", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max()))
+    r.budget = *v;
   if (auto v = get_number(body, "ratio", -std::numeric_limits<double>::max(), std::numeric_limits<double>::max()))
     r.ratio = *v;
   if (r.budget && r.ratio) bad_field("budget", "give budget or ratio, not both");
@@ -171,7 +179,8 @@ json parse_json_object(const std::string& body) {
   } catch (const json::exception& e) {
     throw RequestError(400, "", fmt::format("the body is not valid JSON: {}", e.what()));
   }
-  if (!parsed.is_object()) throw RequestError(400, "", fmt::format("the body must be a JSON object (got {})", type_name(parsed)));
+  if (!parsed.is_object())
+    throw RequestError(400, "", fmt::format("the body must be a JSON object (got {})", type_name(parsed)));
   return parsed;
 }
 
@@ -195,7 +204,8 @@ std::optional<double> get_number(const json& body, const std::string& key, doubl
   if (!v) return std::nullopt;
   if (!v->is_number()) bad_field(key, "{} must be a number in [{}, {}] (got {})", key, min, max, type_name(*v));
   const double d = v->get<double>();
-  if (!std::isfinite(d) || d < min || d > max) bad_field(key, "{} must be a number in [{}, {}] (got {})", key, min, max, d);
+  if (!std::isfinite(d) || d < min || d > max)
+    bad_field(key, "{} must be a number in [{}, {}] (got {})", key, min, max, d);
   return d;
 }
 
@@ -216,11 +226,17 @@ std::optional<std::string> get_string(const json& body, const std::string& key, 
 }
 
 std::string cli_flags_to_fields(const std::string& message) {
-  static const std::pair<const char*, const char*> names[] = {
-      {"--budget", "budget"},   {"--ratio", "ratio"},     {"--press-opt", "press_options"},
-      {"--press", "press"},     {"--temp", "temperature"}, {"--top-p", "top_p"},
-      {"--top-k", "top_k"},     {"--min-p", "min_p"},     {"--repeat-penalty", "repeat_penalty"},
-      {"--repeat-last-n", "repeat_last_n"}, {"--ctx", "the server's --ctx"}};
+  static const std::pair<const char*, const char*> names[] = {{"--budget", "budget"},
+                                                              {"--ratio", "ratio"},
+                                                              {"--press-opt", "press_options"},
+                                                              {"--press", "press"},
+                                                              {"--temp", "temperature"},
+                                                              {"--top-p", "top_p"},
+                                                              {"--top-k", "top_k"},
+                                                              {"--min-p", "min_p"},
+                                                              {"--repeat-penalty", "repeat_penalty"},
+                                                              {"--repeat-last-n", "repeat_last_n"},
+                                                              {"--ctx", "the server's --ctx"}};
   std::string out = message;
   for (const auto& [flag, name] : names) {
     const std::string f = flag;

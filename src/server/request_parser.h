@@ -17,10 +17,10 @@ namespace kvslim::server {
 
 // What a request may ask for at most (the server's options).
 struct RequestLimits {
-  int max_tokens = 4096;       // cap on max_tokens
+  int max_tokens = 4096;  // cap on max_tokens
   int default_max_tokens = 256;
   size_t max_messages = 1024;
-  size_t max_stop = 8;          // stop strings
+  size_t max_stop = 8;  // stop strings
   size_t max_stop_length = 256;
   int max_top_logprobs = 20;
   size_t max_prompt_ids = 1 << 20;  // token ids given as a list
@@ -28,27 +28,27 @@ struct RequestLimits {
 
 struct CompletionRequest {
   bool chat = false;
-  nlohmann::ordered_json messages;     // chat: [{role, content: string, ...}], content parts joined
-  std::string prompt;                  // completions: the text ...
-  std::vector<int32_t> prompt_ids;     // ... or token ids (then prompt is empty)
+  nlohmann::ordered_json messages;  // chat: [{role, content: string, ...}], content parts joined
+  std::string prompt;               // completions: the text ...
+  std::vector<int32_t> prompt_ids;  // ... or token ids (then prompt is empty)
   bool has_prompt_ids = false;
   bool stream = false;
-  bool include_usage = false;          // stream_options.include_usage
+  bool include_usage = false;  // stream_options.include_usage
   int max_tokens = 0;
   SamplerParams sampling;
-  bool random_seed = false;            // seed -1 (llama.cpp): draw one
+  bool random_seed = false;  // seed -1 (llama.cpp): draw one
   std::vector<std::string> stop;
-  int top_logprobs = 0;                // alternatives per token (n_probs)
+  int top_logprobs = 0;  // alternatives per token (n_probs)
   bool logprobs = false;
-  std::string model;                   // echoed back
+  std::string model;  // echoed back
   // Per-request compression: only the fields given; the server fills in its defaults.
   std::optional<std::string> press;
   std::optional<int64_t> budget;
   std::optional<double> ratio;
   std::optional<std::vector<std::string>> press_options;  // key=value
-  bool kv_map = false;                 // return the kept positions per (layer, KV head)
-  bool return_tokens = false;          // return the generated token ids (llama.cpp's field)
-  bool add_special = true;             // completions: prepend BOS when the tokenizer does
+  bool kv_map = false;                                    // return the kept positions per (layer, KV head)
+  bool return_tokens = false;                             // return the generated token ids (llama.cpp's field)
+  bool add_special = true;                                // completions: prepend BOS when the tokenizer does
 };
 
 // Throws RequestError (400) for malformed JSON, invalid UTF-8, a wrong type, an out-of-range

@@ -33,11 +33,12 @@ uint64_t Scheduler::kv_bytes_needed(size_t prompt_tokens, int n_predict) const {
 Scheduler::Submitted Scheduler::submit(std::shared_ptr<GenerationJob> job) {
   job->kv_bytes_needed = kv_bytes_needed(job->prompt.size(), job->n_predict);
   if (options_.kv_mem_bytes > 0 && job->kv_bytes_needed > options_.kv_mem_bytes)
-    throw RequestError(400, "max_tokens",
-                       fmt::format("this request needs up to {:.1f} MiB of KV cache ({} prompt tokens + max_tokens {}), "
-                                   "more than the server's --kv-mem of {:.1f} MiB; shorten the prompt or lower max_tokens",
-                                   double(job->kv_bytes_needed) / (1 << 20), job->prompt.size(), job->n_predict,
-                                   double(options_.kv_mem_bytes) / (1 << 20)));
+    throw RequestError(
+        400, "max_tokens",
+        fmt::format("this request needs up to {:.1f} MiB of KV cache ({} prompt tokens + max_tokens {}), "
+                    "more than the server's --kv-mem of {:.1f} MiB; shorten the prompt or lower max_tokens",
+                    double(job->kv_bytes_needed) / (1 << 20), job->prompt.size(), job->n_predict,
+                    double(options_.kv_mem_bytes) / (1 << 20)));
   {
     std::lock_guard lock(mutex_);
     if (queue_.size() >= options_.queue_size) return Submitted::queue_full;
@@ -67,8 +68,7 @@ int Scheduler::choose_slot(const GenerationJob& job) const {
     if (reuse < kWorthReusing && reuse + 1 < job.prompt.size()) reuse = 0;
     const bool empty = s.tokens().empty();
     // The longest shared prefix first, then a slot with nothing to lose, then the least recently used.
-    const bool better = best < 0 || reuse > best_reuse ||
-                        (reuse == best_reuse && empty && !best_empty) ||
+    const bool better = best < 0 || reuse > best_reuse || (reuse == best_reuse && empty && !best_empty) ||
                         (reuse == best_reuse && empty == best_empty && s.last_used() < slots_[best]->last_used());
     if (better) {
       best = i;
@@ -199,8 +199,9 @@ nlohmann::json Scheduler::with_idle_slot(int id, const std::function<nlohmann::j
   {
     std::lock_guard lock(mutex_);
     if (id < 0 || id >= int(slots_.size()))
-      throw RequestError(404, "id", fmt::format("no slot {} (the server has {} slots: 0 to {})", id, slots_.size(),
-                                                slots_.size() - 1));
+      throw RequestError(
+          404, "id",
+          fmt::format("no slot {} (the server has {} slots: 0 to {})", id, slots_.size(), slots_.size() - 1));
     if (busy_[id]) throw RequestError(409, "id", fmt::format("slot {} is processing a request; try again later", id));
     busy_[id] = true;
   }

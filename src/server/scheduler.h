@@ -23,7 +23,7 @@ namespace kvslim::server {
 
 struct SchedulerOptions {
   int n_slots = 1;
-  size_t queue_size = 16;    // jobs waiting for a slot; more are refused (503)
+  size_t queue_size = 16;     // jobs waiting for a slot; more are refused (503)
   uint64_t kv_mem_bytes = 0;  // 0: no cap
   EngineOptions engine;
 };
@@ -52,11 +52,11 @@ class Scheduler {
 
  private:
   void loop();
-  void admit();  // under mutex_
-  int choose_slot(const GenerationJob& job) const;  // under mutex_; -1 when none is free
+  void admit();                                        // under mutex_
+  int choose_slot(const GenerationJob& job) const;     // under mutex_; -1 when none is free
   bool make_room(const GenerationJob& job, int slot);  // under mutex_
-  void publish_queue();  // under mutex_
-  void publish_bytes(uint64_t transient = 0);  // under mutex_
+  void publish_queue();                                // under mutex_
+  void publish_bytes(uint64_t transient = 0);          // under mutex_
 
   const Model& model_;
   ThreadPool& pool_;
@@ -67,11 +67,11 @@ class Scheduler {
   mutable std::mutex mutex_;
   std::condition_variable wake_;
   std::deque<std::shared_ptr<GenerationJob>> queue_;
-  std::vector<bool> busy_;           // a job runs, or an action holds the slot
-  std::vector<uint64_t> reserved_;   // admission estimate of the running job (0 when idle)
-  std::vector<uint64_t> bytes_;      // KV bytes each slot held after its last step or action
+  std::vector<bool> busy_;                            // a job runs, or an action holds the slot
+  std::vector<uint64_t> reserved_;                    // admission estimate of the running job (0 when idle)
+  std::vector<uint64_t> bytes_;                       // KV bytes each slot held after its last step or action
   std::vector<std::shared_ptr<GenerationJob>> jobs_;  // the job each slot runs (null when idle)
-  std::vector<int> running_;         // slots the loop steps (owned by the loop thread)
+  std::vector<int> running_;                          // slots the loop steps (owned by the loop thread)
   bool stopping_ = false;
   std::thread thread_;
 };

@@ -32,9 +32,8 @@ void add_logprobs(const float* logits, int n_vocab, int k, TokenEvent& event) {
   std::vector<int32_t> ids(n_vocab);
   std::iota(ids.begin(), ids.end(), 0);
   k = std::min(k, n_vocab);
-  std::partial_sort(ids.begin(), ids.begin() + k, ids.end(), [&](int32_t a, int32_t b) {
-    return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
-  });
+  std::partial_sort(ids.begin(), ids.begin() + k, ids.end(),
+                    [&](int32_t a, int32_t b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); });
   for (int i = 0; i < k; ++i) event.top.push_back({ids[i], logits[ids[i]] - log_z});
 }
 
@@ -145,8 +144,8 @@ void Slot::prefill_block() {
   result_.kept_tokens = double(kv.total_tokens()) / double(heads);
   result_.press = job.compression.press;
   result_.budget = session_->budget() == kNoBudget ? 0 : session_->budget();
-  result_.kv_bytes_full = kv_bytes_for(model_.config(), engine_, int64_t(job.prompt.size())) -
-                          kv_bytes_for(model_.config(), engine_, 0);
+  result_.kv_bytes_full =
+      kv_bytes_for(model_.config(), engine_, int64_t(job.prompt.size())) - kv_bytes_for(model_.config(), engine_, 0);
   if (job.kv_map) result_.kv_map = kept_map();
   decode_start_ = Clock::now();
 }
@@ -173,7 +172,9 @@ nlohmann::json Slot::kept_map() const {
     }
     layers.push_back(std::move(heads));
   }
-  return {{"n_positions", session_->n_past()}, {"n_layers", kv.n_layers()}, {"n_kv_heads", kv.n_kv_heads()},
+  return {{"n_positions", session_->n_past()},
+          {"n_layers", kv.n_layers()},
+          {"n_kv_heads", kv.n_kv_heads()},
           {"layers", std::move(layers)}};
 }
 

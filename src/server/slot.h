@@ -66,9 +66,9 @@ class Slot {
   int64_t evicted_last_step() const { return evicted_last_step_; }
 
  private:
-  void begin();                // sets up the prompt's new part: continue the cache or start afresh
-  void prefill_block();        // runs one block of it; the last one fills in the result
-  bool generate_one();         // samples one token; true when finished
+  void begin();          // sets up the prompt's new part: continue the cache or start afresh
+  void prefill_block();  // runs one block of it; the last one fills in the result
+  bool generate_one();   // samples one token; true when finished
   void finish(const std::string& reason, std::optional<std::string> error = std::nullopt);
   nlohmann::json kept_map() const;
   int64_t cached_total() const;

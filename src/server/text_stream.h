@@ -17,7 +17,7 @@ class TextStream {
   // The end of generation: everything held back (a stop-string prefix that never completed, or
   // an incomplete UTF-8 sequence, which the JSON writer replaces).
   std::string flush();
-  bool stopped() const { return stopped_; }  // a stop string was found (and dropped)
+  bool stopped() const { return stopped_; }          // a stop string was found (and dropped)
   const std::string& text() const { return sent_; }  // all text returned so far
 
  private:

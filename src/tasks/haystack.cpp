@@ -28,18 +28,23 @@ std::string varied_sentence(Rng& rng) {
   const auto place = [&] { return rng.pick(places()); };
   const auto name = [&] { return rng.pick(names()); };
   switch (rng.below(10)) {
-    case 0: return "The " + adj() + " " + noun() + " " + verb() + " the " + noun() + " " + rng.pick(prepositions()) +
-                   " the " + place() + ".";
+    case 0:
+      return "The " + adj() + " " + noun() + " " + verb() + " the " + noun() + " " + rng.pick(prepositions()) +
+             " the " + place() + ".";
     case 1: return name() + " " + verb() + " " + with_article(adj()) + " " + noun() + " " + rng.pick(times()) + ".";
     case 2: return capitalised(rng.pick(times())) + ", " + name() + " " + verb() + " the " + adj() + " " + noun() + ".";
-    case 3: return "In the " + place() + ", " + with_article(adj()) + " " + noun() + " " + verb() + " the " + noun() + ".";
-    case 4: return name() + " and " + name() + " " + verb() + " the " + noun() + " " + rng.pick(prepositions()) +
-                   " the " + adj() + " " + place() + ".";
+    case 3:
+      return "In the " + place() + ", " + with_article(adj()) + " " + noun() + " " + verb() + " the " + noun() + ".";
+    case 4:
+      return name() + " and " + name() + " " + verb() + " the " + noun() + " " + rng.pick(prepositions()) + " the " +
+             adj() + " " + place() + ".";
     case 5: return "Nobody knew why the " + noun() + " in the " + place() + " was so " + adj() + ".";
-    case 6: return "The " + noun() + " " + rng.pick(prepositions()) + " the " + place() + " looked " +
-                   rng.pick(degrees()) + " " + adj() + ".";
-    case 7: return "When the " + noun() + " " + verb() + " the " + noun() + ", " + name() + " " + verb() + " " +
-                   with_article(noun()) + ".";
+    case 6:
+      return "The " + noun() + " " + rng.pick(prepositions()) + " the " + place() + " looked " + rng.pick(degrees()) +
+             " " + adj() + ".";
+    case 7:
+      return "When the " + noun() + " " + verb() + " the " + noun() + ", " + name() + " " + verb() + " " +
+             with_article(noun()) + ".";
     case 8: return name() + " said that the " + adj() + " " + noun() + " had " + verb() + " the " + noun() + ".";
     default: return "Every " + noun() + " in the " + place() + " seemed " + adj() + " and " + adj() + ".";
   }

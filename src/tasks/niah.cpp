@@ -108,7 +108,8 @@ TaskSample make_niah(const NiahSpec& spec, const SampleRequest& request) {
         },
         haystack_seed, "\n");
   }();
-  TaskSample sample = build_needle_sample(request.info.name, request.target_tokens, layout, haystack, request.tokenizer);
+  TaskSample sample =
+      build_needle_sample(request.info.name, request.target_tokens, layout, haystack, request.tokenizer);
   // The multi-turn form: one key per turn, RULER's singular template.
   if (asked.size() > 1)
     for (const size_t k : asked) {

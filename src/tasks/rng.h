@@ -89,8 +89,8 @@ inline std::string random_uuid(Rng& rng) {
   std::string out;
   for (int i = 0; i < 32; ++i) {
     int nibble = int(rng.below(16));
-    if (i == 12) nibble = 4;                     // version
-    if (i == 16) nibble = 8 | (nibble & 3);      // variant 10xx
+    if (i == 12) nibble = 4;                 // version
+    if (i == 16) nibble = 8 | (nibble & 3);  // variant 10xx
     if (i == 8 || i == 12 || i == 16 || i == 20) out += '-';
     out += hex[nibble];
   }

@@ -8,8 +8,8 @@ namespace kvslim::tasks::sentences {
 
 // NIAH. `kind` is "number" or "uuid"; `kinds` its plural.
 std::string niah_needle(const std::string& kinds, const std::string& key, const std::string& value);
-std::string niah_intro_one(const std::string& kind);     // one value will be asked for
-std::string niah_intro_many(const std::string& kinds);   // several values
+std::string niah_intro_one(const std::string& kind);    // one value will be asked for
+std::string niah_intro_many(const std::string& kinds);  // several values
 std::string niah_question_one(const std::string& kind, const std::string& query);
 std::string niah_answer_prefix_one(const std::string& kind, const std::string& query);
 

@@ -59,8 +59,8 @@ int64_t closest_count(const std::function<int64_t(int64_t)>& count, int64_t lo, 
   return goal - fa <= fb - goal ? a : b;
 }
 
-Fit fit_units(const std::string& task, const std::function<std::string(int64_t)>& prompt_of,
-              const Tokenizer& tokenizer, int64_t target_tokens, int64_t min_units) {
+Fit fit_units(const std::string& task, const std::function<std::string(int64_t)>& prompt_of, const Tokenizer& tokenizer,
+              int64_t target_tokens, int64_t min_units) {
   std::map<int64_t, int64_t> seen;  // the search may come back to a count it has tokenised
   const auto count = [&](int64_t units) {
     const auto it = seen.find(units);

@@ -34,8 +34,8 @@ struct Fit {
 // The unit count (at least min_units) whose prompt_of(units) is closest to target_tokens,
 // accepting anything within half a percent. Throws kvslim::Error naming `task` when no count
 // comes within 1% of the target (the fixed text alone is too long for this tokenizer).
-Fit fit_units(const std::string& task, const std::function<std::string(int64_t)>& prompt_of,
-              const Tokenizer& tokenizer, int64_t target_tokens, int64_t min_units);
+Fit fit_units(const std::string& task, const std::function<std::string(int64_t)>& prompt_of, const Tokenizer& tokenizer,
+              int64_t target_tokens, int64_t min_units);
 
 // Throws kvslim::Error naming `task` unless `tokens` is within 1% of the target.
 void check_length(const std::string& task, int64_t tokens, int64_t target_tokens);

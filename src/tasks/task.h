@@ -23,8 +23,8 @@ struct TaskTurn {
 };
 
 struct TaskSample {
-  std::string task;                  // registry name, e.g. "niah_single_1"
-  int64_t target_tokens = 0;         // requested prompt length (tokens of the model's tokenizer)
+  std::string task;           // registry name, e.g. "niah_single_1"
+  int64_t target_tokens = 0;  // requested prompt length (tokens of the model's tokenizer)
   uint64_t seed = 0;
   std::string context;               // haystack with the needles: the part every protocol compresses
   std::string question;              // the query, asked after the context

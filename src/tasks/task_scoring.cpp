@@ -37,7 +37,8 @@ double partial_score(const TaskSample& sample, const std::string& output) {
   const auto start = std::find_if(output.begin(), output.end(), is_digit);
   const auto end = std::find_if_not(start, output.end(), is_digit);
   size_t matched = 0;
-  for (size_t i = 0; i < key.size() && start + std::ptrdiff_t(i) < end; ++i) matched += start[std::ptrdiff_t(i)] == key[i];
+  for (size_t i = 0; i < key.size() && start + std::ptrdiff_t(i) < end; ++i)
+    matched += start[std::ptrdiff_t(i)] == key[i];
   return double(matched) / double(key.size());
 }
 

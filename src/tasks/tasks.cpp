@@ -45,12 +45,10 @@ const std::vector<TaskEntry>& entries() {
        make_common_words},
       {{"fwe", "frequent words extraction: the 3 most frequent coded words of a Zipf (alpha 2) text", 768, false},
        make_frequent_words},
-      {{"passkey", "a 5-digit pass key in the noise haystack", 256, true}, [](const SampleRequest& r) {
-         return make_passkey(5, r);
-       }},
-      {{"passkey64", "a 64-digit pass key in the noise haystack", 512, true}, [](const SampleRequest& r) {
-         return make_passkey(64, r);
-       }},
+      {{"passkey", "a 5-digit pass key in the noise haystack", 256, true},
+       [](const SampleRequest& r) { return make_passkey(5, r); }},
+      {{"passkey64", "a 64-digit pass key in the noise haystack", 512, true},
+       [](const SampleRequest& r) { return make_passkey(64, r); }},
   };
   return list;
 }

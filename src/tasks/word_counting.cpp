@@ -47,7 +47,9 @@ class WordPool {
 struct CommonWordCounts {
   int64_t common, rare;
 };
-CommonWordCounts common_word_counts(int64_t items) { return items >= 800 ? CommonWordCounts{30, 3} : CommonWordCounts{6, 1}; }
+CommonWordCounts common_word_counts(int64_t items) {
+  return items >= 800 ? CommonWordCounts{30, 3} : CommonWordCounts{6, 1};
+}
 
 constexpr int kCommonWords = 10;
 constexpr int64_t kMinCommonItems = 70;  // the 60 items of the common words and at least 10 others

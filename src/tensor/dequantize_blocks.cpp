@@ -157,7 +157,8 @@ void dequant_iq4_nl(const BlockIQ4_NL* x, float* y, int64_t nb) {
 void dequant_iq4_xs(const BlockIQ4_XS* x, float* y, int64_t nb) {
   for (int64_t b = 0; b < nb; ++b) {
     const float d = fp16_to_fp32(x[b].d);
-    for (int j = 0; j < 8; ++j, y += 32) dequant_iq4_32(x[b].qs + 16 * j, d * static_cast<float>(iq4xs_scale(x[b], j)), y);
+    for (int j = 0; j < 8; ++j, y += 32)
+      dequant_iq4_32(x[b].qs + 16 * j, d * static_cast<float>(iq4xs_scale(x[b], j)), y);
   }
 }
 

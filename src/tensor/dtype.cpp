@@ -24,11 +24,10 @@ inline float u2f(uint32_t u) {
 
 const char* ggml_type_label(uint32_t id) {
   static const char* const kNames[] = {
-      "f32",  "f16",  "q4_0", "q4_1", "q4_2(removed)", "q4_3(removed)", "q5_0", "q5_1",
-      "q8_0", "q8_1", "q2_k", "q3_k", "q4_k",          "q5_k",          "q6_k", "q8_k",
-      "iq2_xxs", "iq2_xs", "iq3_xxs", "iq1_s", "iq4_nl", "iq3_s", "iq2_s", "iq4_xs",
-      "i8",   "i16",  "i32",  "i64",  "f64",           "iq1_m",         "bf16", "q4_0_4_4",
-      "q4_0_4_8", "q4_0_8_8", "tq1_0", "tq2_0"};
+      "f32",     "f16",   "q4_0",   "q4_1",  "q4_2(removed)", "q4_3(removed)", "q5_0",     "q5_1",    "q8_0",
+      "q8_1",    "q2_k",  "q3_k",   "q4_k",  "q5_k",          "q6_k",          "q8_k",     "iq2_xxs", "iq2_xs",
+      "iq3_xxs", "iq1_s", "iq4_nl", "iq3_s", "iq2_s",         "iq4_xs",        "i8",       "i16",     "i32",
+      "i64",     "f64",   "iq1_m",  "bf16",  "q4_0_4_4",      "q4_0_4_8",      "q4_0_8_8", "tq1_0",   "tq2_0"};
   return id < sizeof(kNames) / sizeof(kNames[0]) ? kNames[id] : "unknown";
 }
 
@@ -75,9 +74,10 @@ DType dtype_from_ggml(uint32_t type_id) {
   for (const TypeInfo& t : kTypes) {
     if (t.ggml_id == type_id) return t.type;
   }
-  fail("unsupported ggml tensor type {} (id {}); kvslim computes with f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, "
-       "q5_1, q2_k, q3_k, q4_k, q5_k and q6_k",
-       ggml_type_label(type_id), type_id);
+  fail(
+      "unsupported ggml tensor type {} (id {}); kvslim computes with f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, "
+      "q5_1, q2_k, q3_k, q4_k, q5_k and q6_k",
+      ggml_type_label(type_id), type_id);
 }
 
 uint32_t ggml_type_id(DType type) { return info(type).ggml_id; }
@@ -93,8 +93,7 @@ DType dtype_from_name(const char* name) {
   for (const TypeInfo& t : kTypes) {
     if (n == t.name) return t.type;
   }
-  fail("unknown dtype '{}' (expected f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k or q6_k)",
-       n);
+  fail("unknown dtype '{}' (expected f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k or q6_k)", n);
 }
 
 int64_t dtype_block_size(DType type) { return info(type).block_size; }
@@ -108,8 +107,7 @@ double dtype_bits_per_weight(DType type) {
 size_t row_bytes(DType type, int64_t n) {
   if (n < 0) fail("negative row length {}", n);
   const TypeInfo& t = info(type);
-  if (n % t.block_size != 0)
-    fail("{} row length {} is not a multiple of its block size {}", t.name, n, t.block_size);
+  if (n % t.block_size != 0) fail("{} row length {} is not a multiple of its block size {}", t.name, n, t.block_size);
   return static_cast<size_t>(n / t.block_size) * t.block_bytes;
 }
 

@@ -10,19 +10,34 @@
 namespace kvslim {
 
 // Q4_0 .. Q6_K, IQ4_NL and IQ4_XS are ggml's block-quantised weight types (layouts in tensor/quant_blocks.h).
-enum class DType : uint8_t { F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS };
+enum class DType : uint8_t {
+  F32,
+  F16,
+  BF16,
+  Q8_0,
+  Q4_0,
+  Q4_1,
+  Q5_0,
+  Q5_1,
+  Q2_K,
+  Q3_K,
+  Q4_K,
+  Q5_K,
+  Q6_K,
+  IQ4_NL,
+  IQ4_XS
+};
 
 // Every DType, in enum order (for tables, tests and name lookups).
-inline constexpr DType kAllDTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q8_0, DType::Q4_0,
-                                       DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q2_K, DType::Q3_K,
-                                       DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_NL,
-                                       DType::IQ4_XS};
+inline constexpr DType kAllDTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q8_0,   DType::Q4_0,
+                                       DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q2_K,   DType::Q3_K,
+                                       DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS};
 
 // ggml type id <-> DType; dtype_from_ggml throws kvslim::Error naming unsupported types.
 DType dtype_from_ggml(uint32_t type_id);
 uint32_t ggml_type_id(DType type);
-const char* dtype_name(DType type);          // "f32", "f16", "bf16", "q8_0", "q4_0", ..., "q6_k", "iq4_nl", "iq4_xs"
-DType dtype_from_name(const char* name);     // inverse of dtype_name; throws on unknown names
+const char* dtype_name(DType type);       // "f32", "f16", "bf16", "q8_0", "q4_0", ..., "q6_k", "iq4_nl", "iq4_xs"
+DType dtype_from_name(const char* name);  // inverse of dtype_name; throws on unknown names
 
 // Values per block (1 for f32/f16/bf16, 32 for q8_0, the legacy types and iq4_nl, 256 for K-quants and iq4_xs) and
 // bytes per block. A row must hold whole blocks.

@@ -20,7 +20,7 @@ std::atomic<int> g_active_isa{-1};
 
 namespace {
 
-constexpr Isa kAllIsas[] = {Isa::Scalar, Isa::Avx2, Isa::Avx512, Isa::Avx512Bf16,
+constexpr Isa kAllIsas[] = {Isa::Scalar, Isa::Avx2,    Isa::Avx512,  Isa::Avx512Bf16,
                             Isa::Neon,   Isa::NeonDot, Isa::NeonI8mm};
 
 #if defined(__x86_64__)
@@ -85,11 +85,12 @@ Isa choose_initial() {
   const char* forced = std::getenv("KVSLIM_ISA");
   if (forced == nullptr || *forced == '\0') return best_isa();
   const Isa isa = isa_from_name(forced);
-  if (!is_compiled(isa)) fail("KVSLIM_ISA={}: this build has no {} kernels (it has: {})", forced, forced, [] {
-    std::string s;
-    for (Isa c : kCompiled) s += (s.empty() ? "" : ", ") + std::string(isa_name(c));
-    return s;
-  }());
+  if (!is_compiled(isa))
+    fail("KVSLIM_ISA={}: this build has no {} kernels (it has: {})", forced, forced, [] {
+      std::string s;
+      for (Isa c : kCompiled) s += (s.empty() ? "" : ", ") + std::string(isa_name(c));
+      return s;
+    }());
   if (!cpu_supports(isa)) {
     std::string have;
     for (Isa s : supported_isas()) have += (have.empty() ? "" : ", ") + std::string(isa_name(s));

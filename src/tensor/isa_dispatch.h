@@ -16,22 +16,21 @@ inline Isa dispatch_isa() {
 }  // namespace kvslim::detail
 
 #if defined(__x86_64__)
-#define KVSLIM_ISA_DISPATCH(call)                                  \
-  switch (::kvslim::detail::dispatch_isa()) {                      \
-    case ::kvslim::Isa::Avx512Bf16: return isa_avx512bf16::call;   \
-    case ::kvslim::Isa::Avx512: return isa_avx512::call;           \
-    case ::kvslim::Isa::Avx2: return isa_avx2::call;               \
-    default: return isa_scalar::call;                              \
+#define KVSLIM_ISA_DISPATCH(call)                                \
+  switch (::kvslim::detail::dispatch_isa()) {                    \
+    case ::kvslim::Isa::Avx512Bf16: return isa_avx512bf16::call; \
+    case ::kvslim::Isa::Avx512: return isa_avx512::call;         \
+    case ::kvslim::Isa::Avx2: return isa_avx2::call;             \
+    default: return isa_scalar::call;                            \
   }
 #elif defined(__aarch64__)
-#define KVSLIM_ISA_DISPATCH(call)                                  \
-  switch (::kvslim::detail::dispatch_isa()) {                      \
-    case ::kvslim::Isa::NeonI8mm: return isa_i8mm::call;           \
-    case ::kvslim::Isa::NeonDot: return isa_dotprod::call;         \
-    case ::kvslim::Isa::Neon: return isa_neon::call;               \
-    default: return isa_scalar::call;                              \
+#define KVSLIM_ISA_DISPATCH(call)                          \
+  switch (::kvslim::detail::dispatch_isa()) {              \
+    case ::kvslim::Isa::NeonI8mm: return isa_i8mm::call;   \
+    case ::kvslim::Isa::NeonDot: return isa_dotprod::call; \
+    case ::kvslim::Isa::Neon: return isa_neon::call;       \
+    default: return isa_scalar::call;                      \
   }
 #else
 #define KVSLIM_ISA_DISPATCH(call) return isa_scalar::call;
 #endif
-

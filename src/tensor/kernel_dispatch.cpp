@@ -48,7 +48,9 @@ void rmsnorm(const float* x, const float* weight, float* y, int64_t n, float eps
 
 void softmax_inplace(float* x, int64_t n) { KVSLIM_ISA_DISPATCH(softmax_inplace(x, n)); }
 
-void swiglu(const float* gate, const float* up, float* out, int64_t n) { KVSLIM_ISA_DISPATCH(swiglu(gate, up, out, n)); }
+void swiglu(const float* gate, const float* up, float* out, int64_t n) {
+  KVSLIM_ISA_DISPATCH(swiglu(gate, up, out, n));
+}
 
 void add_inplace(float* y, const float* x, int64_t n) { KVSLIM_ISA_DISPATCH(add_inplace(y, x, n)); }
 
@@ -78,7 +80,9 @@ size_t q8_activation_bytes(int64_t n) { KVSLIM_ISA_DISPATCH(detail::q8_activatio
 
 size_t quant_activation_bytes(DType type, int64_t n) { KVSLIM_ISA_DISPATCH(detail::quant_activation_bytes(type, n)); }
 
-void quantize_row_q8_0(const float* x, BlockQ8_0* y, int64_t n) { KVSLIM_ISA_DISPATCH(detail::quantize_row_q8_0(x, y, n)); }
+void quantize_row_q8_0(const float* x, BlockQ8_0* y, int64_t n) {
+  KVSLIM_ISA_DISPATCH(detail::quantize_row_q8_0(x, y, n));
+}
 
 void dequantize_row_q8_0(const BlockQ8_0* x, float* y, int64_t n) {
   KVSLIM_ISA_DISPATCH(detail::dequantize_row_q8_0(x, y, n));
@@ -100,7 +104,9 @@ QuantActivations prepare_quant_activations(DType type, const float* x, int64_t n
   KVSLIM_ISA_DISPATCH(detail::prepare_quant_activations(type, x, n, buffer));
 }
 
-void quantize_row_q8_k(const float* x, BlockQ8_K* y, int64_t n) { KVSLIM_ISA_DISPATCH(detail::quantize_row_q8_k(x, y, n)); }
+void quantize_row_q8_k(const float* x, BlockQ8_K* y, int64_t n) {
+  KVSLIM_ISA_DISPATCH(detail::quantize_row_q8_k(x, y, n));
+}
 
 void round_through_quant_activations(DType type, const float* x, int64_t n, float* out) {
   KVSLIM_ISA_DISPATCH(detail::round_through_quant_activations(type, x, n, out));

@@ -42,15 +42,15 @@ class Scratch {
   Scratch() = default;
   Scratch(const Scratch&) = delete;
   Scratch& operator=(const Scratch&) = delete;
-  ~Scratch() { ::operator delete(data_, std::align_val_t{64}); }
+  ~Scratch() { ::operator delete (data_, std::align_val_t{64}); }
 
   void* get(size_t bytes) {
     if (bytes > capacity_) {
-      ::operator delete(data_, std::align_val_t{64});
+      ::operator delete (data_, std::align_val_t{64});
       data_ = nullptr;
       capacity_ = 0;
       size_t cap = (bytes + 4095) & ~size_t{4095};
-      data_ = ::operator new(cap, std::align_val_t{64});
+      data_ = ::operator new (cap, std::align_val_t{64});
       capacity_ = cap;
     }
     return data_;
@@ -137,7 +137,6 @@ size_t q8_activation_bytes(int64_t n);
 Q8Activations quantize_activations(const float* x, int64_t n, void* buffer);
 // x rounded through that quantisation (out[i] = d * q), for kernels that compute in f32.
 void round_through_q8_activations(const float* x, int64_t n, float* out);
-
 
 // x rounded to bf16 (nearest even) into dst, n values plus a zero when n is odd, so that the
 // pairs the bf16 dot product reads are whole.

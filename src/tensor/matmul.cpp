@@ -2,20 +2,17 @@
 //
 // BF16 weights on AVX512-BF16 CPUs go through the same blocked GEMM with bf16 panels and
 // vdpbf16ps (Bf16Panels below; x rounded to bf16, see bf16_weights_round_x).
-// f32/f16/bf16, q2_K, q3_K, q6_K (and every block type at the scalar and plain NEON levels) use a blocked f32 GEMM of our own (measured
-// within ~10% of OpenBLAS's sgemm, without its extra packing pass or thread pool): X is packed
-// once into panels of kMR tokens ([k][kMR] floats, shared by all threads); threads take chunks
-// of kNR-row weight panels from a queue and, for each kKC-deep slice of K, convert a panel to
-// f32 in [k][kNR] order (converted 16 values at a time and transposed in registers) and run
-// the kMR x kNR register-blocked micro-kernel over all token panels, prefetching the next
-// panel's weights meanwhile. q8_0, the legacy 32-block types, q4_K and q5_K go to the int8
-// kernels instead (q8_0-style activations of 32): AVX-512 VNNI in matmul_q8.cpp (2.5x the f32
-// GEMM's speed), AMX-INT8 tiles where the CPU and kernel allow (matmul_q8_amx.cpp;
-// KVSLIM_NO_AMX=1 keeps the VNNI kernel), at the AVX2 level the maddubs kernel of
-// matmul_q8_avx2.cpp, on aarch64 with dotprod / i8mm the sdot / smmla kernels of
-// matmul_q8_neon.cpp; all give identical bits.
-// Each output is computed by one thread in a fixed order, so results do not depend on the
-// number of threads.
+// f32/f16/bf16, q2_K, q3_K, q6_K (and every block type at the scalar and plain NEON levels) use a blocked f32 GEMM of
+// our own (measured within ~10% of OpenBLAS's sgemm, without its extra packing pass or thread pool): X is packed once
+// into panels of kMR tokens ([k][kMR] floats, shared by all threads); threads take chunks of kNR-row weight panels from
+// a queue and, for each kKC-deep slice of K, convert a panel to f32 in [k][kNR] order (converted 16 values at a time
+// and transposed in registers) and run the kMR x kNR register-blocked micro-kernel over all token panels, prefetching
+// the next panel's weights meanwhile. q8_0, the legacy 32-block types, q4_K and q5_K go to the int8 kernels instead
+// (q8_0-style activations of 32): AVX-512 VNNI in matmul_q8.cpp (2.5x the f32 GEMM's speed), AMX-INT8 tiles where the
+// CPU and kernel allow (matmul_q8_amx.cpp; KVSLIM_NO_AMX=1 keeps the VNNI kernel), at the AVX2 level the maddubs kernel
+// of matmul_q8_avx2.cpp, on aarch64 with dotprod / i8mm the sdot / smmla kernels of matmul_q8_neon.cpp; all give
+// identical bits. Each output is computed by one thread in a fixed order, so results do not depend on the number of
+// threads.
 #include <algorithm>
 #include <cstring>
 
@@ -47,7 +44,8 @@ constexpr int kMR = 4;
 constexpr int kNR = 8;
 #endif
 constexpr int64_t kKC = 256;
-constexpr int64_t kPrefetchPanels = 8;  // token panels over which the next weight slice is prefetched  // depth of one K slice (multiple of 256 so every block type stays whole)
+constexpr int64_t kPrefetchPanels = 8;  // token panels over which the next weight slice is prefetched  // depth of one
+                                        // K slice (multiple of 256 so every block type stays whole)
 
 // Packs tokens [t0, t0 + kMR) of x (n x k, row-major) as dst[kk * kMR + t]; missing tokens are 0.
 // For block-quantised weights, each row is first rounded through the activation quantisation
@@ -89,8 +87,8 @@ inline __m512 load16_as_f32(DType type, const uint8_t* row, int64_t k, __mmask16
     case DType::F32: return _mm512_maskz_loadu_ps(m, reinterpret_cast<const float*>(row) + k);
     case DType::F16: return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, reinterpret_cast<const uint16_t*>(row) + k));
     case DType::BF16:
-      return _mm512_castsi512_ps(
-          _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, reinterpret_cast<const uint16_t*>(row) + k)), 16));
+      return _mm512_castsi512_ps(_mm512_slli_epi32(
+          _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, reinterpret_cast<const uint16_t*>(row) + k)), 16));
     default: break;  // block types are dequantised through tmp
   }
   return _mm512_setzero_ps();
@@ -100,10 +98,14 @@ inline __m512 load16_as_f32(DType type, const uint8_t* row, int64_t k, __mmask16
 // 8 consecutive values of a row as f32.
 inline __m256 load8_as_f32(DType type, const uint8_t* row, int64_t k) {
   switch (type) {
-    case DType::F16: return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(reinterpret_cast<const uint16_t*>(row) + k)));
+    case DType::F16:
+      return _mm256_cvtph_ps(
+          _mm_loadu_si128(reinterpret_cast<const __m128i*>(reinterpret_cast<const uint16_t*>(row) + k)));
     case DType::BF16:
       return _mm256_castsi256_ps(_mm256_slli_epi32(
-          _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(reinterpret_cast<const uint16_t*>(row) + k))), 16));
+          _mm256_cvtepu16_epi32(
+              _mm_loadu_si128(reinterpret_cast<const __m128i*>(reinterpret_cast<const uint16_t*>(row) + k))),
+          16));
     default: return _mm256_loadu_ps(reinterpret_cast<const float*>(row) + k);  // f32 (block types: their f32 copy)
   }
 }
@@ -196,8 +198,12 @@ void pack_w_panel(const WeightView& w, int64_t r0, int64_t k0, int64_t kc, float
     float* t = tmp + j * kKC;
     switch (w.type) {
       case DType::F32: std::memcpy(t, reinterpret_cast<const float*>(row) + k0, static_cast<size_t>(kc) * 4); break;
-      case DType::F16: KVSLIM_ISA_NS::convert_to_f32(DType::F16, reinterpret_cast<const uint16_t*>(row) + k0, t, kc); break;
-      case DType::BF16: KVSLIM_ISA_NS::convert_to_f32(DType::BF16, reinterpret_cast<const uint16_t*>(row) + k0, t, kc); break;
+      case DType::F16:
+        KVSLIM_ISA_NS::convert_to_f32(DType::F16, reinterpret_cast<const uint16_t*>(row) + k0, t, kc);
+        break;
+      case DType::BF16:
+        KVSLIM_ISA_NS::convert_to_f32(DType::BF16, reinterpret_cast<const uint16_t*>(row) + k0, t, kc);
+        break;
       default: KVSLIM_ISA_NS::convert_to_f32(w.type, row + row_bytes(w.type, k0), t, kc); break;
     }
   }
@@ -316,9 +322,9 @@ void micro_kernel(const float* xp, const float* wp, int64_t kc, float* c, int64_
     const float* wk = wp + kk * kNR;
     const float32x4_t w0 = vld1q_f32(wk), w1 = vld1q_f32(wk + 4), w2 = vld1q_f32(wk + 8);
     const float32x4_t x0 = vld1q_f32(xp + kk * kMR), x1 = vld1q_f32(xp + kk * kMR + 4);
-#define KVSLIM_NEON_FMA_TOKEN(t, xv, lane)                  \
-  acc[t][0] = vfmaq_laneq_f32(acc[t][0], w0, xv, lane);     \
-  acc[t][1] = vfmaq_laneq_f32(acc[t][1], w1, xv, lane);     \
+#define KVSLIM_NEON_FMA_TOKEN(t, xv, lane)              \
+  acc[t][0] = vfmaq_laneq_f32(acc[t][0], w0, xv, lane); \
+  acc[t][1] = vfmaq_laneq_f32(acc[t][1], w1, xv, lane); \
   acc[t][2] = vfmaq_laneq_f32(acc[t][2], w2, xv, lane);
     KVSLIM_NEON_FMA_TOKEN(0, x0, 0)
     KVSLIM_NEON_FMA_TOKEN(1, x0, 1)
@@ -376,9 +382,9 @@ void micro_kernel(const float* xp, const float* wp, int64_t kc, float* c, int64_
 struct F32Panels {
   using XElem = float;
   using WElem = float;
-  static constexpr bool kPrefetchWeights = true;  // weights stream from DRAM
-  static int64_t x_elems(int64_t k) { return k * kMR; }         // one token panel
-  static int64_t x_offset(int64_t k0) { return k0 * kMR; }      // where K slice k0 starts in it
+  static constexpr bool kPrefetchWeights = true;            // weights stream from DRAM
+  static int64_t x_elems(int64_t k) { return k * kMR; }     // one token panel
+  static int64_t x_offset(int64_t k0) { return k0 * kMR; }  // where K slice k0 starts in it
   static constexpr size_t kWElems = static_cast<size_t>(kNR) * kKC;
   static void pack_x(const float* x, int64_t ldx, int64_t n, int64_t k, int64_t t0, float* dst, DType wtype) {
     pack_x_panel(x, ldx, n, k, t0, dst, wtype);
@@ -537,8 +543,8 @@ void gemm_panels(const WeightView& w, const GemmOperands& op, ThreadPool* pool) 
   detail::ChunkQueue queue(n_wpanels, std::clamp<int64_t>(n_wpanels / (4 * threads), 1, kChunk));
   auto compute = [&](int, int) {
     thread_local detail::Scratch w_scratch;
-    auto* wbuf = static_cast<typename P::WElem*>(
-        w_scratch.get((kChunk + 1) * P::kWElems * sizeof(typename P::WElem) + 64));
+    auto* wbuf =
+        static_cast<typename P::WElem*>(w_scratch.get((kChunk + 1) * P::kWElems * sizeof(typename P::WElem) + 64));
     typename P::WElem* tmp = wbuf + kChunk * P::kWElems;
     int64_t p0, p1;
     while (queue.pop(p0, p1)) {

@@ -31,7 +31,8 @@
 #include "tensor/isa_begin.h"
 #include "tensor/simd.h"
 
-#if defined(KVSLIM_HAS_AVX512F) && defined(KVSLIM_HAS_AVX512BW) && defined(KVSLIM_HAS_AVX512VL) && defined(KVSLIM_HAS_AVX512VNNI)
+#if defined(KVSLIM_HAS_AVX512F) && defined(KVSLIM_HAS_AVX512BW) && defined(KVSLIM_HAS_AVX512VL) && \
+    defined(KVSLIM_HAS_AVX512VNNI)
 #define KVSLIM_Q8_GEMM 1
 #elif defined(KVSLIM_HAS_AVX2) && defined(KVSLIM_HAS_FMA)
 // AVX2 without VNNI: the maddubs kernel of matmul_q8_avx2.cpp, on the int8 values below.
@@ -294,8 +295,8 @@ void quantize_x_block(const float* xb, int8_t* q, float& d, int32_t& sum) {
 
 namespace {
 
-constexpr int kMR = 6;    // tokens per micro-tile
-constexpr int kNRV = 2;   // 16-row vectors per micro-tile
+constexpr int kMR = 6;   // tokens per micro-tile
+constexpr int kNRV = 2;  // 16-row vectors per micro-tile
 constexpr int kNR = 16 * kNRV;
 constexpr int64_t kKB = kInt8SliceBlocks;  // blocks per K slice (512 columns)
 
@@ -354,7 +355,8 @@ void pack_w_panel(const WeightView& w, int64_t r0, int64_t b0, int64_t nbk, uint
 }
 
 template <bool kMins>
-void micro_kernel(const uint8_t* xp, const uint8_t* wp, int64_t nbk, float* c, int64_t ldc, int mt, int nr, bool first) {
+void micro_kernel(const uint8_t* xp, const uint8_t* wp, int64_t nbk, float* c, int64_t ldc, int mt, int nr,
+                  bool first) {
   __m512 facc[kMR][kNRV];
 #pragma GCC unroll 8
   for (int t = 0; t < kMR; ++t) {
@@ -427,7 +429,8 @@ void micro_kernel(const uint8_t* xp, const uint8_t* wp, int64_t nbk, float* c, i
 static void matmul_q8_vnni(const WeightView& w, const float* x, int64_t n, float* y, ThreadPool& pool) {
   const int64_t k = w.cols;
   const int64_t nb = k / kQ8Block;
-  const bool has_mins = w.type == DType::Q4_1 || w.type == DType::Q5_1 || w.type == DType::Q4_K || w.type == DType::Q5_K;
+  const bool has_mins =
+      w.type == DType::Q4_1 || w.type == DType::Q5_1 || w.type == DType::Q4_K || w.type == DType::Q5_K;
   const int64_t n_xpanels = (n + kMR - 1) / kMR;
   const int64_t n_wpanels = (w.rows + kNR - 1) / kNR;
   const size_t xpanel_bytes = static_cast<size_t>(nb) * kXBlockBytes;
@@ -461,16 +464,15 @@ static void matmul_q8_vnni(const WeightView& w, const float* x, int64_t n, float
             next_b0 = b0 + kKB;
             next_nbk = std::min(kKB, nb - next_b0);
           }
-          const detail::PanelPrefetcher prefetcher(w, next_r0,
-                                                   next_b0 < nb ? std::min(w.rows, next_r0 + kNR) : next_r0,
+          const detail::PanelPrefetcher prefetcher(w, next_r0, next_b0 < nb ? std::min(w.rows, next_r0 + kNR) : next_r0,
                                                    next_b0 * kQ8Block, next_b0 < nb ? next_nbk * kQ8Block : 0,
                                                    n_xpanels);
           for (int64_t xpi = 0; xpi < n_xpanels; ++xpi) {
             const int64_t t0 = xpi * kMR;
             const int mt = static_cast<int>(std::min<int64_t>(kMR, n - t0));
             if (has_mins) {
-              micro_kernel<true>(xp + xpi * xpanel_bytes + b0 * kXBlockBytes, wp, nbk, y + t0 * w.rows + r0, w.rows,
-                                 mt, nr, b0 == 0);
+              micro_kernel<true>(xp + xpi * xpanel_bytes + b0 * kXBlockBytes, wp, nbk, y + t0 * w.rows + r0, w.rows, mt,
+                                 nr, b0 == 0);
             } else {
               micro_kernel<false>(xp + xpi * xpanel_bytes + b0 * kXBlockBytes, wp, nbk, y + t0 * w.rows + r0, w.rows,
                                   mt, nr, b0 == 0);

@@ -37,8 +37,8 @@
 #include "tensor/simd.h"
 #include "tensor/transpose16.h"
 
-#if defined(__x86_64__) && defined(KVSLIM_HAS_AVX512F) && defined(KVSLIM_HAS_AVX512BW) && defined(KVSLIM_HAS_AVX512VL) && \
-    defined(KVSLIM_HAS_AVX512VNNI)
+#if defined(__x86_64__) && defined(KVSLIM_HAS_AVX512F) && defined(KVSLIM_HAS_AVX512BW) && \
+    defined(KVSLIM_HAS_AVX512VL) && defined(KVSLIM_HAS_AVX512VNNI)
 #define KVSLIM_AMX_GEMM 1
 #endif
 
@@ -48,8 +48,8 @@ namespace kvslim::KVSLIM_ISA_NS::detail {
 
 namespace {
 
-constexpr int kT = 16;                            // tokens per X panel (B tile columns)
-constexpr int kR = 16;                            // weight rows per panel (A tile rows)
+constexpr int kT = 16;                             // tokens per X panel (B tile columns)
+constexpr int kR = 16;                             // weight rows per panel (A tile rows)
 constexpr size_t kXBlockBytes = 512 + kT * 4 * 2;  // B tile [8][16][4], d_x [16], sum(q) [16]
 
 bool detect_amx_int8() {
@@ -130,8 +130,8 @@ void pack_w_group(const WeightView& w, int64_t r0, int np, int64_t b0, int64_t n
   float* mins = scales + kGroup * kInt8SliceBlocks * kR;
   const int q8_block = static_cast<int>(dtype_block_bytes(DType::Q8_0));
   const __mmask16 bm = nbk >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << nbk) - 1);
-  const __m512i scale_offsets = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                                                   _mm512_set1_epi32(q8_block));
+  const __m512i scale_offsets = _mm512_mullo_epi32(
+      _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), _mm512_set1_epi32(q8_block));
   for (int p = 0; p < np; ++p) {
     uint8_t* panel = dst + p * kAPanelBytes;
     for (int j = 0; j < kR; ++j) {
@@ -166,24 +166,24 @@ void pack_w_group(const WeightView& w, int64_t r0, int np, int64_t b0, int64_t n
 }
 
 // Tile registers: 0-3 C (C[2 * i + j] = weight rows 16i.., tokens 16j..), 4-5 A, 6-7 B.
-#define KVSLIM_TILE_ISSUE(b, cb)                                        \
-  do {                                                                  \
-    _tile_loadd(4, a0 + (b) * kABlockBytes, kQ8Block);                  \
-    _tile_loadd(6, x0 + (b) * kXBlockBytes, 64);                        \
-    _tile_zero(0);                                                      \
-    _tile_dpbssd(0, 4, 6);                                              \
-    _tile_loadd(7, x1 + (b) * kXBlockBytes, 64);                        \
-    _tile_zero(1);                                                      \
-    _tile_dpbssd(1, 4, 7);                                              \
-    _tile_loadd(5, a1 + (b) * kABlockBytes, kQ8Block);                  \
-    _tile_zero(2);                                                      \
-    _tile_dpbssd(2, 5, 6);                                              \
-    _tile_zero(3);                                                      \
-    _tile_dpbssd(3, 5, 7);                                              \
-    _tile_stored(0, (cb) + 0 * 256, 64);                                \
-    _tile_stored(1, (cb) + 1 * 256, 64);                                \
-    _tile_stored(2, (cb) + 2 * 256, 64);                                \
-    _tile_stored(3, (cb) + 3 * 256, 64);                                \
+#define KVSLIM_TILE_ISSUE(b, cb)                     \
+  do {                                               \
+    _tile_loadd(4, a0 + (b)*kABlockBytes, kQ8Block); \
+    _tile_loadd(6, x0 + (b)*kXBlockBytes, 64);       \
+    _tile_zero(0);                                   \
+    _tile_dpbssd(0, 4, 6);                           \
+    _tile_loadd(7, x1 + (b)*kXBlockBytes, 64);       \
+    _tile_zero(1);                                   \
+    _tile_dpbssd(1, 4, 7);                           \
+    _tile_loadd(5, a1 + (b)*kABlockBytes, kQ8Block); \
+    _tile_zero(2);                                   \
+    _tile_dpbssd(2, 5, 6);                           \
+    _tile_zero(3);                                   \
+    _tile_dpbssd(3, 5, 7);                           \
+    _tile_stored(0, (cb) + 0 * 256, 64);             \
+    _tile_stored(1, (cb) + 1 * 256, 64);             \
+    _tile_stored(2, (cb) + 2 * 256, 64);             \
+    _tile_stored(3, (cb) + 3 * 256, 64);             \
   } while (0)
 
 // acc[r] += C[r] * (d_w[r] * d_x) (+ min[r] * d_x * sum(x_q)) for one stored 16 x 16 C tile;
@@ -210,9 +210,9 @@ __attribute__((always_inline)) inline void scale_tile(float* acc, const int32_t*
 // scaled, so the tile unit and the vector units work at the same time.
 template <bool kMins>
 __attribute__((target("amx-tile,amx-int8"))) void slice_kernel(const uint8_t* a0, const uint8_t* a1, const float* ws0,
-                                                                 const float* ws1, const float* wm0, const float* wm1,
-                                                                 const uint8_t* x0, const uint8_t* x1, int64_t nbk,
-                                                                 float* tot, bool two_x, bool two_w, bool first) {
+                                                               const float* ws1, const float* wm0, const float* wm1,
+                                                               const uint8_t* x0, const uint8_t* x1, int64_t nbk,
+                                                               float* tot, bool two_x, bool two_w, bool first) {
   alignas(64) int32_t cbuf[2][4 * 256];
   alignas(64) float acc[4][256];
   for (auto& tile : acc) {
@@ -271,7 +271,8 @@ bool amx_int8_usable() {
 void matmul_q8_amx(const WeightView& w, const float* x, int64_t n, float* y, ThreadPool& pool) {
   const int64_t k = w.cols;
   const int64_t nb = k / kQ8Block;
-  const bool has_mins = w.type == DType::Q4_1 || w.type == DType::Q5_1 || w.type == DType::Q4_K || w.type == DType::Q5_K;
+  const bool has_mins =
+      w.type == DType::Q4_1 || w.type == DType::Q5_1 || w.type == DType::Q4_K || w.type == DType::Q5_K;
   const int64_t n_xpanels = (n + kT - 1) / kT;
   const int64_t n_groups = (w.rows + kGroup * kR - 1) / (kGroup * kR);
   const size_t xpanel_bytes = static_cast<size_t>(nb) * kXBlockBytes;
@@ -291,7 +292,8 @@ void matmul_q8_amx(const WeightView& w, const float* x, int64_t n, float* y, Thr
     auto* ap = static_cast<uint8_t*>(a_scratch.get(kAGroupBytes));
     // [token pair][panel pair][4 tiles][16 rows][16 tokens]: a group's outputs over all slices.
     thread_local Scratch t_scratch;
-    auto* totals = static_cast<float*>(t_scratch.get(static_cast<size_t>((n_xpanels + 1) / 2) * (kGroup / 2) * 1024 * 4));
+    auto* totals =
+        static_cast<float*>(t_scratch.get(static_cast<size_t>((n_xpanels + 1) / 2) * (kGroup / 2) * 1024 * 4));
     const auto* scales = reinterpret_cast<const float*>(ap + kGroup * kAPanelBytes);
     const float* mins = scales + kGroup * kInt8SliceBlocks * kR;
     load_tile_config();
@@ -343,8 +345,8 @@ void matmul_q8_amx(const WeightView& w, const float* x, int64_t n, float* y, Thr
           const int64_t pr0 = r0 + p * kR;
           const int nr0 = static_cast<int>(std::min<int64_t>(kR, w.rows - pr0));
           const int nr1 = static_cast<int>(std::clamp<int64_t>(w.rows - pr0 - kR, 0, kR));
-          store_totals(totals + ((xpi / 2) * (kGroup / 2) + p / 2) * 1024, y + t0 * w.rows + pr0, w.rows, mt0, mt1,
-                       nr0, nr1);
+          store_totals(totals + ((xpi / 2) * (kGroup / 2) + p / 2) * 1024, y + t0 * w.rows + pr0, w.rows, mt0, mt1, nr0,
+                       nr1);
         }
       }
     }

@@ -226,9 +226,8 @@ void micro_kernel(const uint8_t* xp, const uint8_t* wp, int64_t nbk, float* c, i
     const auto* ws = reinterpret_cast<const float*>(wb + T::kWLevels);
     // The block's exact int32 sums: the correction plus every chain's widened sums.
     __m256i isum[kMR][kNRV];
-    [&]<int... C>(std::integer_sequence<int, C...>) {
-      (add_chain<T, C>(wb, xb, xcorr, isum), ...);
-    }(std::make_integer_sequence<int, T::kChains>{});
+    [&]<int... C>(std::integer_sequence<int, C...>) { (add_chain<T, C>(wb, xb, xcorr, isum), ...); }
+    (std::make_integer_sequence<int, T::kChains>{});
 #pragma GCC unroll 8
     for (int t = 0; t < kMR; ++t) {
       const __m256 sx = _mm256_set1_ps(xs[t]);

@@ -300,7 +300,8 @@ void gemm(const WeightView& w, const float* x, int64_t n, float* y, ThreadPool& 
   constexpr int kMR = T::kMR, kNR = T::kNR;
   const int64_t k = w.cols;
   const int64_t nb = k / kQ8Block;
-  const bool has_mins = w.type == DType::Q4_1 || w.type == DType::Q5_1 || w.type == DType::Q4_K || w.type == DType::Q5_K;
+  const bool has_mins =
+      w.type == DType::Q4_1 || w.type == DType::Q5_1 || w.type == DType::Q4_K || w.type == DType::Q5_K;
   const int64_t n_xpanels = (n + kMR - 1) / kMR;
   const int64_t n_wpanels = (w.rows + kNR - 1) / kNR;
   const size_t xpanel_bytes = static_cast<size_t>(nb) * T::kXBlockBytes;

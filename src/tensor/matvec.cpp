@@ -43,7 +43,8 @@ struct LoadF32 {
 struct LoadF16 {
   static constexpr int kBytes = 2;
   static __m512 load(const uint8_t* row, int64_t i) {
-    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(reinterpret_cast<const uint16_t*>(row) + i)));
+    return _mm512_cvtph_ps(
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(reinterpret_cast<const uint16_t*>(row) + i)));
   }
   static __m512 load_tail(const uint8_t* row, int64_t i, __mmask16 m) {
     return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, reinterpret_cast<const uint16_t*>(row) + i));
@@ -102,14 +103,16 @@ struct LoadF32 {
 struct LoadF16 {
   static constexpr int kBytes = 2;
   static __m256 load(const uint8_t* row, int64_t i) {
-    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(reinterpret_cast<const uint16_t*>(row) + i)));
+    return _mm256_cvtph_ps(
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(reinterpret_cast<const uint16_t*>(row) + i)));
   }
   static float scalar(const uint8_t* row, int64_t i) { return fp16_to_fp32(reinterpret_cast<const uint16_t*>(row)[i]); }
 };
 struct LoadBF16 {
   static constexpr int kBytes = 2;
   static __m256 load(const uint8_t* row, int64_t i) {
-    const __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(reinterpret_cast<const uint16_t*>(row) + i)));
+    const __m256i v = _mm256_cvtepu16_epi32(
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(reinterpret_cast<const uint16_t*>(row) + i)));
     return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
   }
   static float scalar(const uint8_t* row, int64_t i) { return bf16_to_fp32(reinterpret_cast<const uint16_t*>(row)[i]); }
@@ -278,9 +281,9 @@ inline float dot_row_q8(const uint8_t* row, const detail::Q8Activations& xa, int
       const __m256i hv = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_set1_epi16(static_cast<short>(ha))),
                                                  _mm_set1_epi16(static_cast<short>(hb)), 1);
       const __m512 sc = _mm512_mul_ps(_mm512_cvtph_ps(hv), xsp);
-      const __m512i w = _mm512_inserti64x4(
-          _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(q0))),
-          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q0 + sizeof(BlockQ8_0))), 1);
+      const __m512i w =
+          _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(q0))),
+                             _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q0 + sizeof(BlockQ8_0))), 1);
       const __m512i d = _mm512_dpbusd_epi32(corr, _mm512_xor_si512(w, flip), xq);
       if (p & 1) {
         acc1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), sc, acc1);
@@ -323,7 +326,8 @@ inline float dot_row_q8(const uint8_t* row, const detail::Q8Activations& xa, int
     acc1 = _mm256_fmadd_ps(block_dot(b + 1), _mm256_set1_ps(fp16_to_fp32(blocks[b + 1].scale_f16) * xa.scale[b + 1]),
                            acc1);
   }
-  if (b < nb) acc0 = _mm256_fmadd_ps(block_dot(b), _mm256_set1_ps(fp16_to_fp32(blocks[b].scale_f16) * xa.scale[b]), acc0);
+  if (b < nb)
+    acc0 = _mm256_fmadd_ps(block_dot(b), _mm256_set1_ps(fp16_to_fp32(blocks[b].scale_f16) * xa.scale[b]), acc0);
   return detail::hsum256(_mm256_add_ps(acc0, acc1));
 }
 
@@ -393,16 +397,19 @@ void matvec_range(const WeightView& w, const void* xprep, int64_t r0, int64_t r1
   const size_t pf = dtype_is_quantized(w.type) ? std::max<size_t>(row_bytes(w.type, w.cols), 4096) : 2048;
   switch (w.type) {
     case DType::F32:
-      for (int64_t r = r0; r < r1; ++r) y[r] = dot_row_float<LoadF32>(w.row(r), static_cast<const float*>(xprep), n, pf);
+      for (int64_t r = r0; r < r1; ++r)
+        y[r] = dot_row_float<LoadF32>(w.row(r), static_cast<const float*>(xprep), n, pf);
       return;
     case DType::F16:
-      for (int64_t r = r0; r < r1; ++r) y[r] = dot_row_float<LoadF16>(w.row(r), static_cast<const float*>(xprep), n, pf);
+      for (int64_t r = r0; r < r1; ++r)
+        y[r] = dot_row_float<LoadF16>(w.row(r), static_cast<const float*>(xprep), n, pf);
       return;
     case DType::BF16:
 #if defined(KVSLIM_BF16_DOT)
       for (int64_t r = r0; r < r1; ++r) y[r] = dot_row_bf16_pairs(w.row(r), static_cast<const uint16_t*>(xprep), n, pf);
 #else
-      for (int64_t r = r0; r < r1; ++r) y[r] = dot_row_float<LoadBF16>(w.row(r), static_cast<const float*>(xprep), n, pf);
+      for (int64_t r = r0; r < r1; ++r)
+        y[r] = dot_row_float<LoadBF16>(w.row(r), static_cast<const float*>(xprep), n, pf);
 #endif
       return;
     case DType::Q8_0: {
@@ -419,7 +426,6 @@ void matvec_range(const WeightView& w, const void* xprep, int64_t r0, int64_t r1
     }
   }
 }
-
 
 }  // namespace
 

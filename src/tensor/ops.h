@@ -60,8 +60,8 @@ void softmax_inplace(float* x, int64_t n);
 // out[i] = silu(gate[i]) * up[i]
 void swiglu(const float* gate, const float* up, float* out, int64_t n);
 
-void add_inplace(float* y, const float* x, int64_t n);       // y += x
-void axpy(float a, const float* x, float* y, int64_t n);      // y += a * x
+void add_inplace(float* y, const float* x, int64_t n);    // y += x
+void axpy(float a, const float* x, float* y, int64_t n);  // y += a * x
 float dot(const float* a, const float* b, int64_t n);
 
 // Writes the indices i < n with values[i] >= threshold to out, ascending, and returns how many.

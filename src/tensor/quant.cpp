@@ -99,8 +99,8 @@ Q8Activations quantize_activations(const float* x, int64_t n, void* buffer) {
     _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 16), b1);
     // Sums of 4 consecutive values: madd of pairs then horizontal pairs.
     const __m256i all = _mm256_set_m128i(b1, b0);
-    const __m256i s16 = _mm256_maddubs_epi16(_mm256_set1_epi8(1), all);           // pairs
-    const __m256i s32 = _mm256_madd_epi16(s16, _mm256_set1_epi16(-128));            // quads * -128
+    const __m256i s16 = _mm256_maddubs_epi16(_mm256_set1_epi8(1), all);   // pairs
+    const __m256i s32 = _mm256_madd_epi16(s16, _mm256_set1_epi16(-128));  // quads * -128
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(corr), s32);
 #else
     float amax = 0.0f;

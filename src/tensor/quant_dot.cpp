@@ -28,7 +28,8 @@ void quantize_row_q8_k(const float* x, BlockQ8_K* y, int64_t n) {
       continue;
     }
     const float iscale = -127.0f / max;
-    for (int i = 0; i < kQK; ++i) y[b].qs[i] = static_cast<int8_t>(std::min(127, static_cast<int>(std::nearbyint(iscale * x[i]))));
+    for (int i = 0; i < kQK; ++i)
+      y[b].qs[i] = static_cast<int8_t>(std::min(127, static_cast<int>(std::nearbyint(iscale * x[i]))));
     for (int j = 0; j < 16; ++j) {
       int s = 0;
       for (int i = 0; i < 16; ++i) s += y[b].qs[16 * j + i];
@@ -156,7 +157,9 @@ QuantKernel resolve_quant_kernel(QuantKernel path) {
   }
   if (!quant_kernel_available(path)) {
     fail("the {} dot-product path is not available at the {} level",
-         path == QuantKernel::Vnni ? "AVX-512 VNNI" : path == QuantKernel::Neon ? "NEON" : "AVX2",
+         path == QuantKernel::Vnni   ? "AVX-512 VNNI"
+         : path == QuantKernel::Neon ? "NEON"
+                                     : "AVX2",
          isa_name(detail::dispatch_isa()));
   }
   return path;

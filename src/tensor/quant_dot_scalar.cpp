@@ -46,7 +46,8 @@ float dot_legacy(DType type, const uint8_t* row, const QuantActivations& xa) {
       case DType::Q4_1: {
         const auto& blk = reinterpret_cast<const BlockQ4_1*>(row)[b];
         const int32_t s = block_dot(xq, [&](int i) { return nibble(blk.qs, i); });
-        acc += fp16_to_fp32(blk.d) * dx * static_cast<float>(s) + fp16_to_fp32(blk.m) * dx * static_cast<float>(xa.sum[b]);
+        acc +=
+            fp16_to_fp32(blk.d) * dx * static_cast<float>(s) + fp16_to_fp32(blk.m) * dx * static_cast<float>(xa.sum[b]);
         break;
       }
       case DType::Q5_0: {
@@ -58,7 +59,8 @@ float dot_legacy(DType type, const uint8_t* row, const QuantActivations& xa) {
       case DType::Q5_1: {
         const auto& blk = reinterpret_cast<const BlockQ5_1*>(row)[b];
         const int32_t s = block_dot(xq, [&](int i) { return nibble(blk.qs, i) | fifth_bit(blk.qh, i); });
-        acc += fp16_to_fp32(blk.d) * dx * static_cast<float>(s) + fp16_to_fp32(blk.m) * dx * static_cast<float>(xa.sum[b]);
+        acc +=
+            fp16_to_fp32(blk.d) * dx * static_cast<float>(s) + fp16_to_fp32(blk.m) * dx * static_cast<float>(xa.sum[b]);
         break;
       }
       case DType::IQ4_NL: {  // signed levels from the table: no offset to correct
@@ -92,7 +94,8 @@ float dot_k(DType type, const uint8_t* row, const QuantActivations& xa) {
           isum += (blk.scales[j] & 0xF) * sub[j];
           msum += (blk.scales[j] >> 4) * x.bsums[j];
         }
-        acc += x.d * (fp16_to_fp32(blk.d) * static_cast<float>(isum) - fp16_to_fp32(blk.dmin) * static_cast<float>(msum));
+        acc +=
+            x.d * (fp16_to_fp32(blk.d) * static_cast<float>(isum) - fp16_to_fp32(blk.dmin) * static_cast<float>(msum));
         break;
       }
       case DType::Q3_K: {

@@ -63,7 +63,8 @@ inline __m256i dot_scaled(__m256i acc, __m256i w, __m256i x, __m256i scale16) {
 inline __m256i nibbles32(const uint8_t* qs) {
   const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
   const __m128i m = _mm_set1_epi8(0x0F);
-  return _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_and_si128(v, m)), _mm_and_si128(_mm_srli_epi16(v, 4), m), 1);
+  return _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_and_si128(v, m)), _mm_and_si128(_mm_srli_epi16(v, 4), m),
+                                 1);
 }
 
 // Byte i = 0x10 if bit i of the 32-bit word is set, else 0.
@@ -87,7 +88,7 @@ template <bool kVnni, DType type>
 float dot_legacy(const uint8_t* row, const QuantActivations& xa, size_t pf) {
   const int64_t nb = xa.n / kQ4Block;
   __m256 accs[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};  // even / odd blocks
-  float corr = 0;  // the offsets / mins, through the activation sums
+  float corr = 0;                                               // the offsets / mins, through the activation sums
   const size_t bb = dtype_block_bytes(type);
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* blk = row + b * bb;
@@ -134,7 +135,8 @@ float dot_legacy(const uint8_t* row, const QuantActivations& xa, size_t pf) {
   return hsum256(_mm256_add_ps(accs[0], accs[1])) + corr;
 }
 
-#if defined(KVSLIM_QDOT_VNNI) && defined(KVSLIM_HAS_AVX512F) && defined(KVSLIM_HAS_AVX512BW) && defined(KVSLIM_HAS_AVX512VBMI)
+#if defined(KVSLIM_QDOT_VNNI) && defined(KVSLIM_HAS_AVX512F) && defined(KVSLIM_HAS_AVX512BW) && \
+    defined(KVSLIM_HAS_AVX512VBMI)
 #define KVSLIM_QDOT_Q4_0_512 1
 // Q4_0 on the VNNI path, four blocks per pair of 512-bit vpdpbusd: q4_0 is the legacy type
 // people run, and its one-block-per-instruction loop is bound by instructions, not memory. The
@@ -150,9 +152,9 @@ float dot_q4_0_512(const uint8_t* row, const QuantActivations& xa, size_t pf) {
   // The 4 blocks span 72 bytes, read as bytes 0-63 and 8-71. Block j's 16 nibble bytes (bytes
   // 2 + 18 j ..) are picked from the pair with one byte permute (index >= 64: the second load)...
   alignas(64) static const uint8_t kQsIndex[64] = {
-      2,  3,  4,  5,  6,  7,  8,  9,  10, 11, 12, 13, 14, 15, 16, 17,   // block 0: bytes 2-17
-      20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35,   // block 1: bytes 20-35
-      38, 39, 40, 41, 42, 43, 44, 45, 46, 47, 48, 49, 50, 51, 52, 53,   // block 2: bytes 38-53
+      2,   3,   4,   5,   6,   7,   8,   9,   10,  11,  12,  13,  14,  15,  16,  17,    // block 0: bytes 2-17
+      20,  21,  22,  23,  24,  25,  26,  27,  28,  29,  30,  31,  32,  33,  34,  35,    // block 1: bytes 20-35
+      38,  39,  40,  41,  42,  43,  44,  45,  46,  47,  48,  49,  50,  51,  52,  53,    // block 2: bytes 38-53
       112, 113, 114, 115, 116, 117, 118, 119, 120, 121, 122, 123, 124, 125, 126, 127};  // block 3: 56-71
   // ... and block j's fp16 scale (16-bit word 9 j of the first load) is copied to words 4j .. 4j + 3.
   const __m512i scale_words = _mm512_zextsi256_si512(
@@ -208,9 +210,7 @@ inline void k4_scales_mins(const uint8_t* scales, __m128i& sc8, __m128i& mn8) {
 
 // Shuffle that spreads int16 scale `s` of a 128-bit lane holding 8 int16 over all 8 int16 of
 // the lane (bytes 2s, 2s + 1 repeated).
-inline __m128i spread_index(int s) {
-  return _mm_set1_epi16(static_cast<short>((2 * s) | ((2 * s + 1) << 8)));
-}
+inline __m128i spread_index(int s) { return _mm_set1_epi16(static_cast<short>((2 * s) | ((2 * s + 1) << 8))); }
 
 // Scale vector for 32 values whose first 16 use int16 scale `a` and next 16 scale `b`, picked
 // from `sc` (8 int16 scales broadcast into both 128-bit lanes).
@@ -263,11 +263,13 @@ float dot_k(const uint8_t* row, const QuantActivations& xa, size_t pf) {
 #pragma GCC unroll 2
         for (int h = 0; h < 2; ++h) {
           const __m256i v = load32(blk.qs + 32 * h);
-          const __m256i s = h == 0 ? _mm256_permute2x128_si256(sc16, sc16, 0x00) : _mm256_permute2x128_si256(sc16, sc16, 0x11);
+          const __m256i s =
+              h == 0 ? _mm256_permute2x128_si256(sc16, sc16, 0x00) : _mm256_permute2x128_si256(sc16, sc16, 0x11);
 #pragma GCC unroll 4
           for (int k = 0; k < 4; ++k) {
             const __m256i w = _mm256_and_si256(_mm256_srli_epi16(v, 2 * k), m2);
-            is[k & 1] = dot_scaled<kVnni>(is[k & 1], w, load32(x.qs + 128 * h + 32 * k), pick_scales(s, 2 * k, 2 * k + 1));
+            is[k & 1] =
+                dot_scaled<kVnni>(is[k & 1], w, load32(x.qs + 128 * h + 32 * k), pick_scales(s, 2 * k, 2 * k + 1));
           }
         }
         isum = _mm256_add_epi32(is[0], is[1]);
@@ -283,12 +285,14 @@ float dot_k(const uint8_t* row, const QuantActivations& xa, size_t pf) {
 #pragma GCC unroll 2
         for (int h = 0; h < 2; ++h) {
           const __m256i v = load32(blk.qs + 32 * h);
-          const __m256i s = h == 0 ? _mm256_permute2x128_si256(sc16, sc16, 0x00) : _mm256_permute2x128_si256(sc16, sc16, 0x11);
+          const __m256i s =
+              h == 0 ? _mm256_permute2x128_si256(sc16, sc16, 0x00) : _mm256_permute2x128_si256(sc16, sc16, 0x11);
 #pragma GCC unroll 4
           for (int k = 0; k < 4; ++k) {
             const __m256i high = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hm, 4 * h + k), m1), 2);
             const __m256i w = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 2 * k), m2), high);
-            is[k & 1] = dot_scaled<kVnni>(is[k & 1], w, load32(x.qs + 128 * h + 32 * k), pick_scales(s, 2 * k, 2 * k + 1));
+            is[k & 1] =
+                dot_scaled<kVnni>(is[k & 1], w, load32(x.qs + 128 * h + 32 * k), pick_scales(s, 2 * k, 2 * k + 1));
           }
         }
         // - 4 * sum_j s_j * bsum_j
@@ -354,7 +358,8 @@ float dot_k(const uint8_t* row, const QuantActivations& xa, size_t pf) {
           const __m256i l0 = load32(blk.ql + 64 * h);
           const __m256i l1 = load32(blk.ql + 64 * h + 32);
           const __m256i hb = load32(blk.qh + 32 * h);
-          const __m256i s = h == 0 ? _mm256_permute2x128_si256(sc16, sc16, 0x00) : _mm256_permute2x128_si256(sc16, sc16, 0x11);
+          const __m256i s =
+              h == 0 ? _mm256_permute2x128_si256(sc16, sc16, 0x00) : _mm256_permute2x128_si256(sc16, sc16, 0x11);
           const __m256i w[4] = {
               _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(hb, m2), 4)),
               _mm256_or_si256(_mm256_and_si256(l1, m4),
@@ -365,7 +370,8 @@ float dot_k(const uint8_t* row, const QuantActivations& xa, size_t pf) {
                               _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 6), m2), 4))};
 #pragma GCC unroll 4
           for (int k = 0; k < 4; ++k) {
-            is[k & 1] = dot_scaled<kVnni>(is[k & 1], w[k], load32(x.qs + 128 * h + 32 * k), pick_scales(s, 2 * k, 2 * k + 1));
+            is[k & 1] =
+                dot_scaled<kVnni>(is[k & 1], w[k], load32(x.qs + 128 * h + 32 * k), pick_scales(s, 2 * k, 2 * k + 1));
           }
         }
         // - 32 * sum_j s_j * bsum_j
@@ -390,7 +396,8 @@ float dot_q4_0_avx2(const uint8_t* row, const QuantActivations& xa, size_t pf) {
   auto block = [&](int64_t b, __m256 acc) {
     const __m256i x = load32(xa.q + b * kQ4Block);
     const __m256i init = _mm256_srai_epi32(load32(xa.lane_corr + b * 8), 4);
-    const __m256i sum = _mm256_add_epi32(init, _mm256_madd_epi16(_mm256_maddubs_epi16(nibbles32(blocks[b].qs), x), ones));
+    const __m256i sum =
+        _mm256_add_epi32(init, _mm256_madd_epi16(_mm256_maddubs_epi16(nibbles32(blocks[b].qs), x), ones));
     return _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_set1_ps(h2f(blocks[b].d) * xa.d[b]), acc);
   };
   __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
@@ -481,7 +488,8 @@ float dot_q4_0_neon(const uint8_t* row, const QuantActivations& xa, size_t pf) {
   const int8x16_t eight = vdupq_n_s8(8);
   float32x4_t acc[2] = {vdupq_n_f32(0), vdupq_n_f32(0)};
   for (int64_t b = 0; b < nb; ++b) {
-    if ((b & 3) == 0) __builtin_prefetch(reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(blocks + b) + pf), 0, 3);
+    if ((b & 3) == 0)
+      __builtin_prefetch(reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(blocks + b) + pf), 0, 3);
     const uint8x16_t v = vld1q_u8(blocks[b].qs);
     const int8x16_t lo = vsubq_s8(vreinterpretq_s8_u8(vandq_u8(v, m4)), eight);
     const int8x16_t hi = vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(v, 4)), eight);
@@ -506,7 +514,8 @@ float dot_iq4_nl_neon(const uint8_t* row, const QuantActivations& xa, size_t pf)
   const int8x16_t levels = vld1q_s8(kIQ4Levels);
   float32x4_t acc[2] = {vdupq_n_f32(0), vdupq_n_f32(0)};
   for (int64_t b = 0; b < nb; ++b) {
-    if ((b & 3) == 0) __builtin_prefetch(reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(blocks + b) + pf), 0, 3);
+    if ((b & 3) == 0)
+      __builtin_prefetch(reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(blocks + b) + pf), 0, 3);
     const int32x4_t d = dot_iq4_32_neon(levels, blocks[b].qs, xa.q + b * kQ4Block);
     acc[b & 1] = vfmaq_n_f32(acc[b & 1], vcvtq_f32_s32(d), fp16_to_fp32(blocks[b].d) * xa.d[b]);
   }
@@ -528,7 +537,8 @@ float dot_iq4_xs_neon(const uint8_t* row, const QuantActivations& xa, size_t pf)
     int32x4_t is[2] = {vdupq_n_s32(0), vdupq_n_s32(0)};
 #pragma GCC unroll 8
     for (int j = 0; j < 8; ++j) {
-      is[j & 1] = vmlaq_n_s32(is[j & 1], dot_iq4_32_neon(levels, blk.qs + 16 * j, xa.k[b].qs + 32 * j), iq4xs_scale(blk, j));
+      is[j & 1] =
+          vmlaq_n_s32(is[j & 1], dot_iq4_32_neon(levels, blk.qs + 16 * j, xa.k[b].qs + 32 * j), iq4xs_scale(blk, j));
     }
     acc += xa.k[b].d * fp16_to_fp32(blk.d) * static_cast<float>(vaddvq_s32(vaddq_s32(is[0], is[1])));
   }
@@ -551,8 +561,8 @@ template <DType type>
 float dot_legacy_neon(const uint8_t* row, const QuantActivations& xa, size_t pf) {
   constexpr bool kFive = type == DType::Q5_0 || type == DType::Q5_1;
   constexpr bool kMin = type == DType::Q4_1 || type == DType::Q5_1;
-  using Block = std::conditional_t<type == DType::Q4_1, BlockQ4_1,
-                                   std::conditional_t<type == DType::Q5_0, BlockQ5_0, BlockQ5_1>>;
+  using Block =
+      std::conditional_t<type == DType::Q4_1, BlockQ4_1, std::conditional_t<type == DType::Q5_0, BlockQ5_0, BlockQ5_1>>;
   static_assert(type == DType::Q4_1 || kFive);
   static constexpr uint8_t kBits[16] = {1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128};
   const int64_t nb = xa.n / kQ4Block;
@@ -561,7 +571,8 @@ float dot_legacy_neon(const uint8_t* row, const QuantActivations& xa, size_t pf)
   float32x4_t acc[2] = {vdupq_n_f32(0), vdupq_n_f32(0)};
   float corr = 0;
   for (int64_t b = 0; b < nb; ++b) {
-    if ((b & 3) == 0) __builtin_prefetch(reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(blocks + b) + pf), 0, 3);
+    if ((b & 3) == 0)
+      __builtin_prefetch(reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(blocks + b) + pf), 0, 3);
     const Block& blk = blocks[b];
     const uint8x16_t v = vld1q_u8(blk.qs);
     uint8x16_t lo = vandq_u8(v, m4), hi = vshrq_n_u8(v, 4);
@@ -641,7 +652,8 @@ float dot_q2_k_neon(const uint8_t* row, const QuantActivations& xa, size_t pf) {
     const uint8x16_t packed = vld1q_u8(blk.scales);
     int32x4_t sc[4];
     widen_scales16(vreinterpretq_s8_u8(vandq_u8(packed, m4)), sc);
-    const int32x4_t isum = dot_2bit_fields(blk.qs, x.qs, sc, [](uint8x16_t q, int, int) { return vreinterpretq_s8_u8(q); });
+    const int32x4_t isum =
+        dot_2bit_fields(blk.qs, x.qs, sc, [](uint8x16_t q, int, int) { return vreinterpretq_s8_u8(q); });
     // sum_j m_j * bsum_j over the 16 sub-blocks (|.| <= 15 * 16 * 127 * 16: exact in int32).
     const int16x8_t mn_lo = vreinterpretq_s16_u16(vmovl_u8(vget_low_u8(vshrq_n_u8(packed, 4))));
     const int16x8_t mn_hi = vreinterpretq_s16_u16(vmovl_high_u8(vshrq_n_u8(packed, 4)));
@@ -728,11 +740,12 @@ float dot_q4_k_neon(const uint8_t* row, const QuantActivations& xa, size_t pf) {
         hi0 = vorrq_u8(hi0, vandq_u8(vtstq_u8(qh0, bit_hi), b4));
         hi1 = vorrq_u8(hi1, vandq_u8(vtstq_u8(qh1, bit_hi), b4));
       }
-      is0 = vmlaq_n_s32(is0, dot32_neon(vdupq_n_s32(0), vreinterpretq_s8_u8(lo0), vreinterpretq_s8_u8(lo1), x.qs + 64 * p),
+      is0 = vmlaq_n_s32(is0,
+                        dot32_neon(vdupq_n_s32(0), vreinterpretq_s8_u8(lo0), vreinterpretq_s8_u8(lo1), x.qs + 64 * p),
                         sc[2 * p]);
-      is1 = vmlaq_n_s32(is1,
-                        dot32_neon(vdupq_n_s32(0), vreinterpretq_s8_u8(hi0), vreinterpretq_s8_u8(hi1), x.qs + 64 * p + 32),
-                        sc[2 * p + 1]);
+      is1 = vmlaq_n_s32(
+          is1, dot32_neon(vdupq_n_s32(0), vreinterpretq_s8_u8(hi0), vreinterpretq_s8_u8(hi1), x.qs + 64 * p + 32),
+          sc[2 * p + 1]);
     }
     const int32_t isum = vaddvq_s32(vaddq_s32(is0, is1));
     int32_t msum = 0;
@@ -770,11 +783,10 @@ float dot_q6_k_neon(const uint8_t* row, const QuantActivations& xa, size_t pf) {
       for (int half = 0; half < 2; ++half) {  // values l = 16 half .. 16 half + 15 of each quarter
         const uint8x16_t l0 = vld1q_u8(ql + 16 * half), l1 = vld1q_u8(ql + 32 + 16 * half);
         const uint8x16_t hb = vld1q_u8(qh + 16 * half);
-        const uint8x16_t q[4] = {
-            vorrq_u8(vandq_u8(l0, m4), vshlq_n_u8(vandq_u8(hb, m2), 4)),
-            vorrq_u8(vandq_u8(l1, m4), vshlq_n_u8(vandq_u8(vshrq_n_u8(hb, 2), m2), 4)),
-            vorrq_u8(vshrq_n_u8(l0, 4), vshlq_n_u8(vandq_u8(vshrq_n_u8(hb, 4), m2), 4)),
-            vorrq_u8(vshrq_n_u8(l1, 4), vshlq_n_u8(vshrq_n_u8(hb, 6), 4))};
+        const uint8x16_t q[4] = {vorrq_u8(vandq_u8(l0, m4), vshlq_n_u8(vandq_u8(hb, m2), 4)),
+                                 vorrq_u8(vandq_u8(l1, m4), vshlq_n_u8(vandq_u8(vshrq_n_u8(hb, 2), m2), 4)),
+                                 vorrq_u8(vshrq_n_u8(l0, 4), vshlq_n_u8(vandq_u8(vshrq_n_u8(hb, 4), m2), 4)),
+                                 vorrq_u8(vshrq_n_u8(l1, 4), vshlq_n_u8(vshrq_n_u8(hb, 6), 4))};
 #pragma GCC unroll 4
         for (int k = 0; k < 4; ++k) {
           const int8x16_t w = vsubq_s8(vreinterpretq_s8_u8(q[k]), off);

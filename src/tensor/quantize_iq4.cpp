@@ -26,8 +26,10 @@ int nearest_level(float v) {
   int lo = 0, hi = 15;  // kIQ4Levels[lo] < v < kIQ4Levels[hi]
   while (hi - lo > 1) {
     const int mid = (lo + hi) / 2;
-    if (v < kIQ4Levels[mid]) hi = mid;
-    else lo = mid;
+    if (v < kIQ4Levels[mid])
+      hi = mid;
+    else
+      lo = mid;
   }
   return v - kIQ4Levels[lo] < kIQ4Levels[hi] - v ? lo : hi;
 }
@@ -108,8 +110,10 @@ void quantize_row_iq4_xs(const float* x, BlockIQ4_XS* y, int64_t nb) {
       const int l = std::clamp(static_cast<int>(std::nearbyint(id * scales[j])), -32, 31);
       pack_levels(x + 32 * j, d * static_cast<float>(l), blk.qs + 16 * j);
       const int stored = l + 32;
-      if (j % 2 == 0) blk.scales_l[j / 2] = static_cast<uint8_t>(stored & 0xF);
-      else blk.scales_l[j / 2] |= static_cast<uint8_t>((stored & 0xF) << 4);
+      if (j % 2 == 0)
+        blk.scales_l[j / 2] = static_cast<uint8_t>(stored & 0xF);
+      else
+        blk.scales_l[j / 2] |= static_cast<uint8_t>((stored & 0xF) << 4);
       blk.scales_h |= static_cast<uint16_t>((stored >> 4) << (2 * j));
     }
   }

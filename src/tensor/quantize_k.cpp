@@ -29,8 +29,8 @@ constexpr float kTinyGroup = 1e-15f;
 // then tries nstep + 1 grid densities iscale = (nmax + rmin + rdelta * k) / (max - offset); for each,
 // the levels are fixed and (scale, offset) solved by weighted least squares; the candidate with
 // the least weighted error (|err| when abs_error, else err^2) wins. Returns the scale.
-float fit_affine(int n, int nmax, const float* x, const float* w, uint8_t* L, float& min_out, float rmin,
-                 float rdelta, int nstep, bool abs_error) {
+float fit_affine(int n, int nmax, const float* x, const float* w, uint8_t* L, float& min_out, float rmin, float rdelta,
+                 int nstep, bool abs_error) {
   float lo = x[0], hi = x[0];
   float sum_w = w[0], sum_x = w[0] * x[0];
   for (int i = 1; i < n; ++i) {
@@ -238,7 +238,8 @@ void quantize_q45_k_block(const float* x, uint16_t& d_out, uint16_t& dmin_out, u
     const float dl = d * s;
     if (dl == 0) continue;  // keeps the fitted levels (they decode to -min either way)
     const float ml = dmin * m;
-    for (int l = 0; l < 32; ++l) L[32 * j + l] = static_cast<uint8_t>(std::clamp(nearest((x[32 * j + l] + ml) / dl), 0, kNmax));
+    for (int l = 0; l < 32; ++l)
+      L[32 * j + l] = static_cast<uint8_t>(std::clamp(nearest((x[32 * j + l] + ml) / dl), 0, kNmax));
   }
 }
 
@@ -277,7 +278,8 @@ void quantize_row_q2_k(const float* x, BlockQ2_K* y, int64_t nb) {
       const float dl = d * (blk.scales[j] & 0xF);
       if (dl == 0) continue;
       const float ml = dmin * (blk.scales[j] >> 4);
-      for (int l = 0; l < 16; ++l) L[16 * j + l] = static_cast<uint8_t>(std::clamp(nearest((x[16 * j + l] + ml) / dl), 0, 3));
+      for (int l = 0; l < 16; ++l)
+        L[16 * j + l] = static_cast<uint8_t>(std::clamp(nearest((x[16 * j + l] + ml) / dl), 0, 3));
     }
     pack_2bit(L, blk.qs);
   }
@@ -317,7 +319,8 @@ void quantize_row_q3_k(const float* x, BlockQ3_K* y, int64_t nb) {
     for (int j = 0; j < 16; ++j) {
       const float dl = d * (q3k_scale(blk.scales, j) - 32);
       if (dl == 0) continue;
-      for (int l = 0; l < 16; ++l) L[16 * j + l] = static_cast<int8_t>(std::clamp(nearest(x[16 * j + l] / dl), -4, 3) + 4);
+      for (int l = 0; l < 16; ++l)
+        L[16 * j + l] = static_cast<int8_t>(std::clamp(nearest(x[16 * j + l] / dl), -4, 3) + 4);
     }
     // High bit of value i -> bit i / 32 of hmask[i % 32]; the low 2 bits packed as q2_K.
     uint8_t low[kQK];
@@ -385,7 +388,8 @@ void quantize_row_q6_k(const float* x, BlockQ6_K* y, int64_t nb) {
     for (int j = 0; j < 16; ++j) {
       const float dl = d * blk.scales[j];
       if (dl == 0) continue;
-      for (int l = 0; l < 16; ++l) L[16 * j + l] = static_cast<int8_t>(std::clamp(nearest(x[16 * j + l] / dl), -32, 31) + 32);
+      for (int l = 0; l < 16; ++l)
+        L[16 * j + l] = static_cast<int8_t>(std::clamp(nearest(x[16 * j + l] / dl), -32, 31) + 32);
     }
     // Low nibbles: ql[64 h + l] = values l | l + 64 << 4, ql[64 h + 32 + l] = l + 32 | l + 96 << 4;
     // high bit pairs: qh[32 h + l] = the 4 values' top 2 bits at bits 0, 2, 4, 6.
@@ -394,8 +398,8 @@ void quantize_row_q6_k(const float* x, BlockQ6_K* y, int64_t nb) {
       for (int l = 0; l < 32; ++l) {
         blk.ql[64 * h + l] = static_cast<uint8_t>((s[l] & 0xF) | ((s[l + 64] & 0xF) << 4));
         blk.ql[64 * h + 32 + l] = static_cast<uint8_t>((s[l + 32] & 0xF) | ((s[l + 96] & 0xF) << 4));
-        blk.qh[32 * h + l] =
-            static_cast<uint8_t>((s[l] >> 4) | ((s[l + 32] >> 4) << 2) | ((s[l + 64] >> 4) << 4) | ((s[l + 96] >> 4) << 6));
+        blk.qh[32 * h + l] = static_cast<uint8_t>((s[l] >> 4) | ((s[l + 32] >> 4) << 2) | ((s[l + 64] >> 4) << 4) |
+                                                  ((s[l + 96] >> 4) << 6));
       }
     }
   }

@@ -38,9 +38,7 @@ void append_byte_level(std::string& out, std::string_view bytes) {
   for (const char c : bytes) out += map.spelling[static_cast<unsigned char>(c)];
 }
 
-int byte_level_to_byte(uint32_t cp) {
-  return cp < byte_map().byte_of.size() ? byte_map().byte_of[cp] : -1;
-}
+int byte_level_to_byte(uint32_t cp) { return cp < byte_map().byte_of.size() ? byte_map().byte_of[cp] : -1; }
 
 std::string byte_level_decode(std::string_view text) {
   std::string out;

@@ -17,7 +17,12 @@ int add_byte_vocab(gguf::Writer& w) {
     types.push_back(6);
   }
   // U+2581 marks a word start in SentencePiece pieces.
-  for (const char* word : {"\xE2\x96\x81", "\xE2\x96\x81" "the", "\xE2\x96\x81" "cat", "e", "t", "h", "c", "a"}) {
+  for (const char* word : {"\xE2\x96\x81",
+                           "\xE2\x96\x81"
+                           "the",
+                           "\xE2\x96\x81"
+                           "cat",
+                           "e", "t", "h", "c", "a"}) {
     tokens.push_back(word);
     scores.push_back(-float(tokens.size()));
     types.push_back(1);

@@ -62,7 +62,10 @@ const std::vector<Variant>& variants() {
       // llama.cpp's fallback for BPE vocabularies that name no pre-tokenizer.
       {{"default"}, {R"([\p{P}\$\+<=>\^~\|]+)", kGpt2, R"(\p{N}+)", "[0-9][0-9][0-9]"}},
       {{"gpt-2", "phi-2", "mpt", "olmo", "jais", "exaone4"}, {kGpt2}},
-      {{"llama-bpe", "llama3", "llama-v3", "falcon3", "pixtral"}, {kLlama3}, /*ignore_merges=*/true, /*default_add_bos=*/true},
+      {{"llama-bpe", "llama3", "llama-v3", "falcon3", "pixtral"},
+       {kLlama3},
+       /*ignore_merges=*/true,
+       /*default_add_bos=*/true},
       {{"dbrx", "smaug-bpe"}, {kLlama3}},
       {{"qwen2", "deepseek-r1-qwen", "stablelm2", "megrez", "hunyuan"}, {kQwen2}},
       {{"deepseek-llm"},
@@ -70,8 +73,7 @@ const std::vector<Variant>& variants() {
         R"(\s?[!-/:-~\x{FF01}-\x{FF0F}\x{FF1A}-\x{FF5E}\x{2018}-\x{201F}\x{3000}-\x{3002}]+)",
         // The original is \s+$; starting only where a whitespace run starts finds the same match
         // without rescanning a long run from each of its positions (quadratic time).
-        R"((?<!\s)\s+$)",
-        kDeepseekCjk, R"(\p{N}+)"}},
+        R"((?<!\s)\s+$)", kDeepseekCjk, R"(\p{N}+)"}},
       {{"deepseek-coder"}, {R"([\r\n])", R"(\s?\p{L}+)", R"(\s?\p{P}+)", kDeepseekCjk, R"(\p{N})"}},
       {{"falcon"}, {R"([\p{P}\$\+<=>\^~\|`]+)", kGpt2, "[0-9][0-9][0-9]"}},
       {{"starcoder", "refact", "command-r", "smollm", "codeshell", "exaone", "minerva-7b"}, {R"(\p{N})", kGpt2}},

@@ -33,7 +33,7 @@ class SpecialTokenSplitter {
   struct Candidate {
     int32_t id;
     std::string text;
-    bool always;            // user-defined: matched even without parse_special
+    bool always;  // user-defined: matched even without parse_special
   };
 
   // Per candidate: whether it occurs somewhere in `text` and may be matched at all.

@@ -186,14 +186,11 @@ std::string Tokenizer::token_to_piece(int32_t id, bool render_special) const {
       const int byte = tok::parse_byte_token(token.text);
       return byte >= 0 ? std::string(1, static_cast<char>(byte)) : token.text;
     }
-    case TokenType::UserDefined:
-      return token.text;
+    case TokenType::UserDefined: return token.text;
     case TokenType::Control:
-    case TokenType::Unknown:
-      return render_special ? token.text : std::string();
+    case TokenType::Unknown: return render_special ? token.text : std::string();
     case TokenType::Unused:
-    case TokenType::Undefined:
-      break;
+    case TokenType::Undefined: break;
   }
   return {};
 }

@@ -32,8 +32,8 @@ class Tokenizer {
   std::string decode(const std::vector<int32_t>& ids, bool render_special = false) const;
 
   int32_t n_vocab() const;
-  int32_t bos_id() const;  // -1 when the vocabulary has none
-  int32_t eos_id() const;  // -1 when the vocabulary has none
+  int32_t bos_id() const;                       // -1 when the vocabulary has none
+  int32_t eos_id() const;                       // -1 when the vocabulary has none
   bool is_end_of_generation(int32_t id) const;  // EOS, EOT and other end-of-generation tokens
   bool add_bos_by_default() const;
   const std::string& model_name() const;  // "llama" or "gpt2"

@@ -63,7 +63,7 @@ Vocab Vocab::from_gguf(const gguf::File& file) {
       // Types outside the known range behave like Undefined: never produced, rendered as "".
       const int64_t type = types[i];
       token.type = type >= 0 && type <= static_cast<int64_t>(TokenType::Byte) ? static_cast<TokenType>(type)
-                                                                               : TokenType::Undefined;
+                                                                              : TokenType::Undefined;
     }
     // Some converted vocabularies repeat a spelling; the first id wins, as a lookup must be
     // deterministic and the earlier id is the one the original tokenizer would produce.

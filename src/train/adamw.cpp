@@ -39,13 +39,16 @@ void AdamW::update(float* params, const float* grads, float lr, ThreadPool& pool
     const float* g = grads + t.offset;
     float* m = m_.data() + t.offset;
     float* v = v_.data() + t.offset;
-    pool.parallel_for_fn(t.size(), [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) {
-        m[i] = b1 * m[i] + (1 - b1) * g[i];
-        v[i] = b2 * v[i] + (1 - b2) * g[i] * g[i];
-        p[i] -= lr * (m[i] * c1) / (std::sqrt(v[i] * c2) + eps) + decay * p[i];
-      }
-    }, 4096);
+    pool.parallel_for_fn(
+        t.size(),
+        [&](int64_t begin, int64_t end) {
+          for (int64_t i = begin; i < end; ++i) {
+            m[i] = b1 * m[i] + (1 - b1) * g[i];
+            v[i] = b2 * v[i] + (1 - b2) * g[i] * g[i];
+            p[i] -= lr * (m[i] * c1) / (std::sqrt(v[i] * c2) + eps) + decay * p[i];
+          }
+        },
+        4096);
   }
 }
 
@@ -78,9 +81,12 @@ double clip_global_norm(float* g, int64_t n, double max_norm, ThreadPool& pool) 
   const double norm = global_norm(g, n, pool);
   if (max_norm > 0 && norm > max_norm) {
     const float s = float(max_norm / norm);
-    pool.parallel_for_fn(n, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) g[i] *= s;
-    }, 4096);
+    pool.parallel_for_fn(
+        n,
+        [&](int64_t begin, int64_t end) {
+          for (int64_t i = begin; i < end; ++i) g[i] *= s;
+        },
+        4096);
   }
   return norm;
 }

@@ -69,7 +69,8 @@ Checkpoint load_checkpoint(const std::string& path) {
   Checkpoint ck;
   ck.config = ModelConfig::from_gguf(file);
   const gguf::TensorInfo* embd = file.find_tensor("token_embd.weight");
-  if (!embd || embd->dims.size() != 2) fail("{}: checkpoint tensor 'token_embd.weight' is missing or not a matrix", path);
+  if (!embd || embd->dims.size() != 2)
+    fail("{}: checkpoint tensor 'token_embd.weight' is missing or not a matrix", path);
   ck.config.n_vocab = int(embd->dims[1]);
   ck.tied_output = file.get_bool("train.tied_output");
   ck.step = int64_t(file.get_uint("train.step"));

@@ -39,7 +39,8 @@ std::vector<TaskWeight> parse_task_mix(const std::string& spec) {
 
 Tokenizer load_tokenizer(const std::string& vocab_path) {
   if (!vocab_path.empty()) return Tokenizer::from_gguf(gguf::File::open(vocab_path));
-  const auto path = std::filesystem::temp_directory_path() / ("kvslim-byte-vocab-" + std::to_string(getpid()) + ".gguf");
+  const auto path =
+      std::filesystem::temp_directory_path() / ("kvslim-byte-vocab-" + std::to_string(getpid()) + ".gguf");
   gguf::Writer w;
   add_byte_vocab(w);
   w.write(path.string());
@@ -60,7 +61,8 @@ int64_t task_min_tokens(const std::string& task) {
 }
 
 TrainSequence induction_sequence(uint64_t seed, int64_t length, const Tokenizer& tokenizer) {
-  if (length < kInductionMinTokens) fail("induction sequences need at least {} tokens, not {}", kInductionMinTokens, length);
+  if (length < kInductionMinTokens)
+    fail("induction sequences need at least {} tokens, not {}", kInductionMinTokens, length);
   tasks::Rng rng(seed);
   TrainSequence seq;
   if (tokenizer.add_bos_by_default()) seq.tokens.push_back(tokenizer.bos_id());
@@ -68,9 +70,11 @@ TrainSequence induction_sequence(uint64_t seed, int64_t length, const Tokenizer&
   const int64_t period = rng.between(8, length / 2);
   while (int64_t(seq.tokens.size()) < start + period) {
     const int32_t id = int32_t(rng.below(uint64_t(tokenizer.n_vocab())));
-    if (id != tokenizer.bos_id() && id != tokenizer.eos_id() && !tokenizer.is_end_of_generation(id)) seq.tokens.push_back(id);
+    if (id != tokenizer.bos_id() && id != tokenizer.eos_id() && !tokenizer.is_end_of_generation(id))
+      seq.tokens.push_back(id);
   }
-  while (int64_t(seq.tokens.size()) < length) seq.tokens.push_back(seq.tokens[size_t(int64_t(seq.tokens.size()) - period)]);
+  while (int64_t(seq.tokens.size()) < length)
+    seq.tokens.push_back(seq.tokens[size_t(int64_t(seq.tokens.size()) - period)]);
   seq.weights.assign(seq.tokens.size(), 1.0f);
   std::fill_n(seq.weights.begin(), start + period, 0.0f);
   return seq;
@@ -112,7 +116,10 @@ TrainSequence training_sequence(const tasks::TaskSample& sample, const Tokenizer
 
 DataStream::DataStream(const Tokenizer& tokenizer, std::vector<TaskWeight> mix, float prompt_weight, uint64_t seed,
                        int64_t context_length)
-    : tokenizer_(tokenizer), mix_(std::move(mix)), prompt_weight_(prompt_weight), seed_(seed),
+    : tokenizer_(tokenizer),
+      mix_(std::move(mix)),
+      prompt_weight_(prompt_weight),
+      seed_(seed),
       context_length_(context_length) {
   if (mix_.empty()) fail("the training task mix is empty");
   if (!(prompt_weight >= 0 && prompt_weight <= 1)) fail("prompt loss weight must be in [0, 1], got {}", prompt_weight);
@@ -140,14 +147,16 @@ DataStream::SampleSpec DataStream::spec(uint64_t index, int64_t length) const {
 
 TrainSequence DataStream::sample(uint64_t index, int64_t length) const {
   const SampleSpec s = spec(index, length);
-  const TrainSequence seq =
-      s.task == kInductionTask ? induction_sequence(s.seed, s.target_tokens, tokenizer_)
-      : is_dense_task(s.task)  ? dense_sequence(s.task, s.seed, s.target_tokens, tokenizer_, prompt_weight_)
-                               : training_sequence(tasks::make_sample(s.task, s.target_tokens, s.seed, tokenizer_),
-                                                   tokenizer_, prompt_weight_);
+  const TrainSequence seq = s.task == kInductionTask ? induction_sequence(s.seed, s.target_tokens, tokenizer_)
+                            : is_dense_task(s.task)
+                                ? dense_sequence(s.task, s.seed, s.target_tokens, tokenizer_, prompt_weight_)
+                                : training_sequence(tasks::make_sample(s.task, s.target_tokens, s.seed, tokenizer_),
+                                                    tokenizer_, prompt_weight_);
   if (int64_t(seq.tokens.size()) - 1 > context_length_)
-    fail("a {} sample of {} tokens (prompt, answer and EOS) exceeds the model's context of {}; raise the context "
-         "or shorten the curriculum", s.task, seq.tokens.size(), context_length_);
+    fail(
+        "a {} sample of {} tokens (prompt, answer and EOS) exceeds the model's context of {}; raise the context "
+        "or shorten the curriculum",
+        s.task, seq.tokens.size(), context_length_);
   return seq;
 }
 

@@ -22,8 +22,8 @@ void add_model_to_gguf(gguf::Writer& w, const TrainModel<float>& model, DType ma
     const DType type = matrix ? matrix_type : DType::F32;
     std::vector<uint8_t> bytes(row_bytes(type, t.cols) * t.rows);
     convert_from_f32(p, type, bytes.data(), t.size());
-    std::vector<uint64_t> dims = matrix ? std::vector<uint64_t>{uint64_t(t.cols), uint64_t(t.rows)}
-                                        : std::vector<uint64_t>{uint64_t(t.cols)};
+    std::vector<uint64_t> dims =
+        matrix ? std::vector<uint64_t>{uint64_t(t.cols), uint64_t(t.rows)} : std::vector<uint64_t>{uint64_t(t.cols)};
     w.add_tensor(t.name, ggml_type_id(type), std::move(dims), std::move(bytes));
   }
 }

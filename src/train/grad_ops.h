@@ -43,8 +43,8 @@ void linear_forward(const T* x, const T* w, const T* b, int64_t n, int in, int o
 // dw += dy^T x; db += column sums of dy (db may be null); dx = dy W, or dx += dy W with
 // accumulate_dx (dx may be null when the input needs no gradient).
 template <class T>
-void linear_backward(const T* x, const T* w, const T* dy, int64_t n, int in, int out, T* dx, bool accumulate_dx,
-                     T* dw, T* db, ThreadPool& pool);
+void linear_backward(const T* x, const T* w, const T* dy, int64_t n, int in, int out, T* dx, bool accumulate_dx, T* dw,
+                     T* db, ThreadPool& pool);
 
 // ---- RoPE, llama convention: adjacent pairs (x[2i], x[2i+1]) rotate by pos * base^(-2i/head_dim) ----
 // (ops_rope.cpp). The whole head rotates (n_rot = head_dim), as the trainer's models do.

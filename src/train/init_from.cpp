@@ -55,8 +55,7 @@ void load_model_params(const std::string& path, TrainModel<float>& model, int fi
     const gguf::TensorInfo* info = file.find_tensor(name);
     if (!info) fail("{}: tensor '{}' is missing", path, name);
     if (info->n_elements != uint64_t(t.size()))
-      fail("{}: tensor '{}' has {} values, the model being trained needs {}", path, name, info->n_elements,
-           t.size());
+      fail("{}: tensor '{}' has {} values, the model being trained needs {}", path, name, info->n_elements, t.size());
     convert_to_f32(dtype_from_ggml(info->type), file.tensor_data(*info), dst, t.size());
   }
 }

@@ -139,7 +139,7 @@ template void attention_backward<float>(const float*, const float*, const float*
                                         const std::vector<int64_t>&, const AttentionShape&, float*, float*, float*,
                                         ThreadPool&);
 template void attention_backward<double>(const double*, const double*, const double*, const double*,
-                                         const std::vector<int64_t>&, const AttentionShape&, double*, double*,
-                                         double*, ThreadPool&);
+                                         const std::vector<int64_t>&, const AttentionShape&, double*, double*, double*,
+                                         ThreadPool&);
 
 }  // namespace kvslim::train

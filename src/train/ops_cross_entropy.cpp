@@ -9,13 +9,14 @@ namespace kvslim::train {
 namespace {
 void check_targets(const int32_t* targets, int64_t n, int vocab) {
   for (int64_t t = 0; t < n; ++t)
-    if (targets[t] < 0 || targets[t] >= vocab) fail("cross-entropy: target {} outside the vocabulary [0, {})", targets[t], vocab);
+    if (targets[t] < 0 || targets[t] >= vocab)
+      fail("cross-entropy: target {} outside the vocabulary [0, {})", targets[t], vocab);
 }
 }  // namespace
 
 template <class T>
-double cross_entropy_forward(T* logits, const int32_t* targets, const float* weights, int64_t n, int vocab,
-                             double* nll, ThreadPool& pool) {
+double cross_entropy_forward(T* logits, const int32_t* targets, const float* weights, int64_t n, int vocab, double* nll,
+                             ThreadPool& pool) {
   check_targets(targets, n, vocab);
   pool.parallel_for_fn(n, [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t) {

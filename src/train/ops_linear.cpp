@@ -12,30 +12,39 @@ constexpr int64_t kRowGrain = 16;
 
 template <class T>
 void linear_forward(const T* x, const T* w, const T* b, int64_t n, int in, int out, T* y, ThreadPool& pool) {
-  pool.parallel_for_fn(n, [&](int64_t t0, int64_t t1) {
-    gemm<T>(false, true, t1 - t0, out, in, T(1), x + t0 * in, in, w, in, T(0), y + t0 * out, out);
-    if (b)
-      for (int64_t t = t0; t < t1; ++t)
-        for (int o = 0; o < out; ++o) y[t * out + o] += b[o];
-  }, kRowGrain);
+  pool.parallel_for_fn(
+      n,
+      [&](int64_t t0, int64_t t1) {
+        gemm<T>(false, true, t1 - t0, out, in, T(1), x + t0 * in, in, w, in, T(0), y + t0 * out, out);
+        if (b)
+          for (int64_t t = t0; t < t1; ++t)
+            for (int o = 0; o < out; ++o) y[t * out + o] += b[o];
+      },
+      kRowGrain);
 }
 
 template <class T>
-void linear_backward(const T* x, const T* w, const T* dy, int64_t n, int in, int out, T* dx, bool accumulate_dx,
-                     T* dw, T* db, ThreadPool& pool) {
+void linear_backward(const T* x, const T* w, const T* dy, int64_t n, int in, int out, T* dx, bool accumulate_dx, T* dw,
+                     T* db, ThreadPool& pool) {
   if (dx) {
-    pool.parallel_for_fn(n, [&](int64_t t0, int64_t t1) {
-      gemm<T>(false, false, t1 - t0, in, out, T(1), dy + t0 * out, out, w, in, accumulate_dx ? T(1) : T(0),
-              dx + t0 * in, in);
-    }, kRowGrain);
+    pool.parallel_for_fn(
+        n,
+        [&](int64_t t0, int64_t t1) {
+          gemm<T>(false, false, t1 - t0, in, out, T(1), dy + t0 * out, out, w, in, accumulate_dx ? T(1) : T(0),
+                  dx + t0 * in, in);
+        },
+        kRowGrain);
   }
   // dW[o0:o1] += dy[:, o0:o1]^T x: threads split the output rows of W.
-  pool.parallel_for_fn(out, [&](int64_t o0, int64_t o1) {
-    gemm<T>(true, false, o1 - o0, in, n, T(1), dy + o0, out, x, in, T(1), dw + o0 * in, in);
-    if (db)
-      for (int64_t t = 0; t < n; ++t)
-        for (int64_t o = o0; o < o1; ++o) db[o] += dy[t * out + o];
-  }, kRowGrain);
+  pool.parallel_for_fn(
+      out,
+      [&](int64_t o0, int64_t o1) {
+        gemm<T>(true, false, o1 - o0, in, n, T(1), dy + o0, out, x, in, T(1), dw + o0 * in, in);
+        if (db)
+          for (int64_t t = 0; t < n; ++t)
+            for (int64_t o = o0; o < o1; ++o) db[o] += dy[t * out + o];
+      },
+      kRowGrain);
 }
 
 template void linear_forward<float>(const float*, const float*, const float*, int64_t, int, int, float*, ThreadPool&);

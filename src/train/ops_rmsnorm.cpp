@@ -37,18 +37,22 @@ void rmsnorm_backward(const T* x, const T* w, const T* rstd, const T* dy, int64_
     }
   });
   // dw sums over tokens; threads split the columns so each sum keeps one order.
-  pool.parallel_for_fn(dim, [&](int64_t i0, int64_t i1) {
-    for (int64_t t = 0; t < n; ++t) {
-      const T* xt = x + t * dim;
-      const T* dyt = dy + t * dim;
-      const T r = rstd[t];
-      for (int64_t i = i0; i < i1; ++i) dw[i] += dyt[i] * xt[i] * r;
-    }
-  }, 16);
+  pool.parallel_for_fn(
+      dim,
+      [&](int64_t i0, int64_t i1) {
+        for (int64_t t = 0; t < n; ++t) {
+          const T* xt = x + t * dim;
+          const T* dyt = dy + t * dim;
+          const T r = rstd[t];
+          for (int64_t i = i0; i < i1; ++i) dw[i] += dyt[i] * xt[i] * r;
+        }
+      },
+      16);
 }
 
 template void rmsnorm_forward<float>(const float*, const float*, int64_t, int, float, float*, float*, ThreadPool&);
-template void rmsnorm_forward<double>(const double*, const double*, int64_t, int, double, double*, double*, ThreadPool&);
+template void rmsnorm_forward<double>(const double*, const double*, int64_t, int, double, double*, double*,
+                                      ThreadPool&);
 template void rmsnorm_backward<float>(const float*, const float*, const float*, const float*, int64_t, int, float*,
                                       float*, ThreadPool&);
 template void rmsnorm_backward<double>(const double*, const double*, const double*, const double*, int64_t, int,

@@ -15,18 +15,18 @@ namespace kvslim::train {
 
 struct StepOptions {
   LrSchedule schedule;
-  double clip = 1.0;              // global gradient norm limit; <= 0 disables clipping
-  int64_t micro_tokens = 8192;    // tokens per forward/backward; a longer sequence runs alone
+  double clip = 1.0;            // global gradient norm limit; <= 0 disables clipping
+  int64_t micro_tokens = 8192;  // tokens per forward/backward; a longer sequence runs alone
 };
 
 struct StepStats {
-  double loss = 0;       // sum(weight * nll) / sum(weight) over the batch
-  double weight = 0;     // sum of the loss weights of the batch
-  double answer_loss = 0;   // mean nll of the tokens of weight >= 1 (train-model: answers and EOS)
+  double loss = 0;         // sum(weight * nll) / sum(weight) over the batch
+  double weight = 0;       // sum of the loss weights of the batch
+  double answer_loss = 0;  // mean nll of the tokens of weight >= 1 (train-model: answers and EOS)
   int64_t answer_tokens = 0;
   double grad_norm = 0;  // before clipping
   float lr = 0;
-  int64_t tokens = 0;    // tokens processed (inputs of every sequence)
+  int64_t tokens = 0;  // tokens processed (inputs of every sequence)
 };
 
 // Throws if the batch carries no loss weight (nothing to learn from).

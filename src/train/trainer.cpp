@@ -119,8 +119,9 @@ void Trainer::run(const TrainerEvents& events, const std::function<bool()>& shou
 
     const bool last = step() == total;
     const bool stop = !last && should_stop && should_stop();
-    const bool checkpoint = !options_.checkpoint_path.empty() &&
-                            (last || stop || (options_.checkpoint_every > 0 && step() % options_.checkpoint_every == 0));
+    const bool checkpoint =
+        !options_.checkpoint_path.empty() &&
+        (last || stop || (options_.checkpoint_every > 0 && step() % options_.checkpoint_every == 0));
     const bool evaluate = options_.eval_every > 0 && (last || step() % options_.eval_every == 0);
     if (checkpoint) save_checkpoint_now(events);
     if (checkpoint || evaluate || last) export_now(events);

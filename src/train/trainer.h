@@ -37,16 +37,17 @@ struct TrainerOptions {
   // Data.
   // The induction task first (alone at 128 tokens, where no evaluation task fits), then the
   // retrieval tasks, weighted towards the three the project's model must solve.
-  std::string tasks = "induction,passkey:3,niah_single_1:3,niah_single_2:3,niah_single_3,niah_multikey_1,"
-                      "niah_multikey_2,niah_multikey_3,niah_multivalue,niah_multiquery,vt,cwe:0.5,fwe:0.5";
+  std::string tasks =
+      "induction,passkey:3,niah_single_1:3,niah_single_2:3,niah_single_3,niah_multikey_1,"
+      "niah_multikey_2,niah_multikey_3,niah_multivalue,niah_multiquery,vt,cwe:0.5,fwe:0.5";
   std::string curriculum = "128:700,256:300,512:600,1024:800,2048";
   float prompt_weight = 0.05f;
   // Files.
-  std::string out_path;      // the exported model
+  std::string out_path;  // the exported model
   DType out_type = DType::F16;
-  std::string checkpoint_path;  // empty: no checkpoints
-  int64_t checkpoint_every = 0; // steps; 0: only at the end
-  bool resume = false;          // continue from checkpoint_path when it exists
+  std::string checkpoint_path;   // empty: no checkpoints
+  int64_t checkpoint_every = 0;  // steps; 0: only at the end
+  bool resume = false;           // continue from checkpoint_path when it exists
   // Start from a trained model's weights and tokenizer instead of a random initialisation (a
   // fresh optimiser and schedule): its architecture replaces `model` except context_length,
   // which may grow so the model learns longer prompts. A checkpoint being resumed wins.

@@ -62,7 +62,8 @@ class ProfileScope {
   }
   ~ProfileScope() {
     if (on_) {
-      OpProfile::add(op_, std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start_).count());
+      OpProfile::add(
+          op_, std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start_).count());
     }
   }
   ProfileScope(const ProfileScope&) = delete;

@@ -49,9 +49,7 @@ ThreadPool::~ThreadPool() {
   // A new generation with nothing to claim wakes every worker, which then sees stopping_.
   job_word_.store((static_cast<uint64_t>(generation_ + 1) << 32) | static_cast<uint32_t>(n_threads_),
                   std::memory_order_seq_cst);
-  {
-    std::lock_guard lock(mutex_);
-  }
+  { std::lock_guard lock(mutex_); }
   wake_cv_.notify_all();
   for (auto& t : workers_) t.join();
 }

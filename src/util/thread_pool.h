@@ -91,11 +91,11 @@ class ThreadPool {
   alignas(64) std::atomic<int> sleepers_{0};
   std::atomic<bool> stopping_{false};
 
-  std::mutex mutex_;              // guards the blocking path and error_
+  std::mutex mutex_;  // guards the blocking path and error_
   std::condition_variable wake_cv_;
   std::exception_ptr error_;
   std::atomic<bool> has_error_{false};
-  std::mutex dispatch_mutex_;     // serialises concurrent dispatches from different threads
+  std::mutex dispatch_mutex_;  // serialises concurrent dispatches from different threads
 };
 
 }  // namespace kvslim

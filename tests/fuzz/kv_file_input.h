@@ -19,8 +19,11 @@ inline constexpr int64_t kKvContext = 512;
 // Throws kvslim::Error for a file the reader refuses.
 inline KvFileContents read_fuzz_kv(const std::vector<uint8_t>& bytes) {
   const gguf::File file = gguf::File::from_bytes(bytes, "fuzz.kv");
-  KvFileExpectation expect{.n_layers = kKvLayers, .n_kv_heads = kKvHeads, .head_dim = kKvHeadDim,
-                           .n_vocab = kKvVocab, .context = kKvContext};
+  KvFileExpectation expect{.n_layers = kKvLayers,
+                           .n_kv_heads = kKvHeads,
+                           .head_dim = kKvHeadDim,
+                           .n_vocab = kKvVocab,
+                           .context = kKvContext};
   expect.model_fingerprint = file.get_uint_opt("kvslim.kv.model_fingerprint").value_or(0);
   return read_kv_contents(file, expect);
 }

@@ -50,7 +50,8 @@ Value get_item(const Value& object, const Value& index) {
       const std::string& s = object.as_string();
       if (text::is_ascii(s)) return Value::string(s.substr(static_cast<size_t>(i), 1));
       const auto offsets = text::char_offsets(s);
-      return Value::string(s.substr(offsets[static_cast<size_t>(i)], offsets[static_cast<size_t>(i) + 1] - offsets[static_cast<size_t>(i)]));
+      return Value::string(s.substr(offsets[static_cast<size_t>(i)],
+                                    offsets[static_cast<size_t>(i) + 1] - offsets[static_cast<size_t>(i)]));
     }
     return Value::undefined(fmt::format("{} has no element {}", object_name(object), index.as_int()));
   }
@@ -64,7 +65,8 @@ Value get_item(const Value& object, const Value& index) {
 Value slice(const Value& object, const Value* start, const Value* stop, const Value* step) {
   if (object.is_undefined()) undefined_error(object, "slicing");
   // Jinja2 compiles a slice to a plain Python subscript, so slicing a number is an error.
-  if (!object.is_list() && !object.is_string()) raise(fmt::format("'{}' object is not subscriptable", object.type_name()));
+  if (!object.is_list() && !object.is_string())
+    raise(fmt::format("'{}' object is not subscriptable", object.type_name()));
   auto bound = [](const Value* v, const char* what) -> std::optional<int64_t> {
     if (!v || v->is_none()) return std::nullopt;
     if (!v->is_int() && !v->is_bool()) raise(fmt::format("slice {} must be an integer or None", what));
@@ -104,7 +106,9 @@ Value slice(const Value& object, const Value* start, const Value* stop, const Va
     for (int64_t i : picked) out += s[static_cast<size_t>(i)];
   } else {
     const auto offsets = text::char_offsets(s);
-    for (int64_t i : picked) out.append(s, offsets[static_cast<size_t>(i)], offsets[static_cast<size_t>(i) + 1] - offsets[static_cast<size_t>(i)]);
+    for (int64_t i : picked)
+      out.append(s, offsets[static_cast<size_t>(i)],
+                 offsets[static_cast<size_t>(i) + 1] - offsets[static_cast<size_t>(i)]);
   }
   return Value::string(std::move(out));
 }

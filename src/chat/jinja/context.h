@@ -29,7 +29,7 @@ struct Limits {
   // About a second of work: a node evaluated is one step, a loop iteration 16, 32 bytes built one.
   uint64_t max_steps = 10'000'000;
   uint64_t max_string_bytes = 64ull << 20;  // any one string or list (output included)
-  int max_call_depth = 200;                  // macro recursion
+  int max_call_depth = 200;                 // macro recursion
 };
 
 class Context {

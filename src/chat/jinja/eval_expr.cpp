@@ -39,7 +39,8 @@ Value DictLiteral::eval(Context& ctx) const {
   auto data = std::make_shared<DictData>();
   for (const auto& [key_expr, value_expr] : entries) {
     const Value key = evaluate(*key_expr, ctx);
-    if (!key.is_string()) throw TemplateError(fmt::format("dict keys must be strings here, not {}", key.type_name()), key_expr->line);
+    if (!key.is_string())
+      throw TemplateError(fmt::format("dict keys must be strings here, not {}", key.type_name()), key_expr->line);
     data->set(key.as_string(), evaluate(*value_expr, ctx));
   }
   return Value::dict(std::move(data));

@@ -47,7 +47,8 @@ void bind_targets(Context& ctx, const std::vector<std::string>& targets, const V
     ctx.assign(targets[0], value);
     return;
   }
-  if (!value.is_list() && !value.is_string()) raise(fmt::format("cannot unpack a {} into {} names", value.type_name(), targets.size()));
+  if (!value.is_list() && !value.is_string())
+    raise(fmt::format("cannot unpack a {} into {} names", value.type_name(), targets.size()));
   const std::vector<Value> parts = iterate(value);
   if (parts.size() != targets.size())
     raise(fmt::format("cannot unpack {} values into {} names", parts.size(), targets.size()));

@@ -78,7 +78,8 @@ Value f_replace(const Value& v, CallArgs& args, Context& ctx) {
   const std::string old = to_str(args.get(0, "old"));
   const std::string with = to_str(args.get(1, "new"));
   const Value count = args.get(2, "count");
-  return str_value(text::replace(to_str(v), old, with, count.is_undefined() || count.is_none() ? -1 : expect_int(count, "replace count")),
+  return str_value(text::replace(to_str(v), old, with,
+                                 count.is_undefined() || count.is_none() ? -1 : expect_int(count, "replace count")),
                    ctx);
 }
 
@@ -328,7 +329,8 @@ Value f_reverse(const Value& v, CallArgs& args, Context&) {
 
 // select/reject(test, args...) and selectattr/rejectattr(attr, test, args...); no test: truthiness.
 Value filter_by_test(const Value& v, CallArgs& args, Context& ctx, bool by_attribute, bool keep_matching) {
-  const char* name = by_attribute ? (keep_matching ? "selectattr" : "rejectattr") : (keep_matching ? "select" : "reject");
+  const char* name =
+      by_attribute ? (keep_matching ? "selectattr" : "rejectattr") : (keep_matching ? "select" : "reject");
   if (!args.keyword.empty()) raise(fmt::format("{}() takes no keyword arguments", name));
   size_t next = 0;
   std::string attribute;
@@ -393,7 +395,8 @@ Value f_attr(const Value& v, CallArgs& args, Context&) {
   const std::string& name = expect_string(args.get(0, "name"), "attr name");
   if (v.is_namespace()) return get_attribute(v, name);
   Value method = find_method(v, name);
-  return method.is_undefined() ? Value::undefined(fmt::format("'{} object' has no attribute '{}'", v.type_name(), name)) : method;
+  return method.is_undefined() ? Value::undefined(fmt::format("'{} object' has no attribute '{}'", v.type_name(), name))
+                               : method;
 }
 
 Value f_format(const Value& v, CallArgs& args, Context& ctx) {
@@ -405,7 +408,9 @@ Value f_format(const Value& v, CallArgs& args, Context& ctx) {
 Value f_indent(const Value& v, CallArgs& args, Context& ctx) {
   args.expect("indent", 3, {"width", "first", "blank"});
   const Value w = args.get(0, "width", Value::integer(4));
-  const std::string pad = w.is_string() ? w.as_string() : std::string(static_cast<size_t>(std::clamp<int64_t>(expect_int(w, "indent width"), 0, 256)), ' ');
+  const std::string pad =
+      w.is_string() ? w.as_string()
+                    : std::string(static_cast<size_t>(std::clamp<int64_t>(expect_int(w, "indent width"), 0, 256)), ' ');
   const bool first = args.get(1, "first").truthy(), blank = args.get(2, "blank").truthy();
   const std::vector<std::string> lines = text::splitlines(expect_string(v, "indent filter input") + "\n", false);
   std::string out;
@@ -421,12 +426,14 @@ Value f_indent(const Value& v, CallArgs& args, Context& ctx) {
 Value f_center(const Value& v, CallArgs& args, Context& ctx) {
   args.expect("center", 1, {"width"});
   const std::string s = to_str(v);
-  const int64_t width = std::min<int64_t>(expect_int(args.get(0, "width", Value::integer(80)), "center width"), 1 << 20);
+  const int64_t width =
+      std::min<int64_t>(expect_int(args.get(0, "width", Value::integer(80)), "center width"), 1 << 20);
   const int64_t n = text::char_count(s);
   if (width <= n) return Value::string(s);
   // CPython: left = pad/2 + (pad & width & 1)
   const int64_t pad = width - n, left = pad / 2 + (pad & width & 1);
-  return str_value(std::string(static_cast<size_t>(left), ' ') + s + std::string(static_cast<size_t>(pad - left), ' '), ctx);
+  return str_value(std::string(static_cast<size_t>(left), ' ') + s + std::string(static_cast<size_t>(pad - left), ' '),
+                   ctx);
 }
 
 Value f_wordcount(const Value& v, CallArgs& args, Context&) {
@@ -440,15 +447,47 @@ struct Entry {
 };
 
 constexpr Entry kFilters[] = {
-    {"tojson", f_tojson}, {"trim", f_trim}, {"length", f_length}, {"count", f_length}, {"upper", f_upper},
-    {"lower", f_lower}, {"capitalize", f_capitalize}, {"title", f_title}, {"replace", f_replace}, {"join", f_join},
-    {"default", f_default}, {"d", f_default}, {"first", f_first}, {"last", f_last}, {"items", f_items},
-    {"list", f_list}, {"string", f_string}, {"safe", f_safe}, {"escape", f_escape}, {"e", f_escape},
-    {"int", f_int}, {"float", f_float}, {"abs", f_abs}, {"round", f_round}, {"sort", f_sort},
-    {"dictsort", f_dictsort}, {"unique", f_unique}, {"max", f_max}, {"min", f_min}, {"sum", f_sum},
-    {"reverse", f_reverse}, {"select", f_select}, {"reject", f_reject}, {"selectattr", f_selectattr},
-    {"rejectattr", f_rejectattr}, {"map", f_map}, {"attr", f_attr}, {"format", f_format}, {"indent", f_indent},
-    {"center", f_center}, {"wordcount", f_wordcount},
+    {"tojson", f_tojson},
+    {"trim", f_trim},
+    {"length", f_length},
+    {"count", f_length},
+    {"upper", f_upper},
+    {"lower", f_lower},
+    {"capitalize", f_capitalize},
+    {"title", f_title},
+    {"replace", f_replace},
+    {"join", f_join},
+    {"default", f_default},
+    {"d", f_default},
+    {"first", f_first},
+    {"last", f_last},
+    {"items", f_items},
+    {"list", f_list},
+    {"string", f_string},
+    {"safe", f_safe},
+    {"escape", f_escape},
+    {"e", f_escape},
+    {"int", f_int},
+    {"float", f_float},
+    {"abs", f_abs},
+    {"round", f_round},
+    {"sort", f_sort},
+    {"dictsort", f_dictsort},
+    {"unique", f_unique},
+    {"max", f_max},
+    {"min", f_min},
+    {"sum", f_sum},
+    {"reverse", f_reverse},
+    {"select", f_select},
+    {"reject", f_reject},
+    {"selectattr", f_selectattr},
+    {"rejectattr", f_rejectattr},
+    {"map", f_map},
+    {"attr", f_attr},
+    {"format", f_format},
+    {"indent", f_indent},
+    {"center", f_center},
+    {"wordcount", f_wordcount},
 };
 
 }  // namespace

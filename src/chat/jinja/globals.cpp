@@ -25,7 +25,8 @@ Value g_range(CallArgs& args, Context& ctx) {
     if (args.positional.size() == 3) step = expect_int(args.positional[2], "range() step");
   }
   if (step == 0) raise("range() arg 3 must not be zero");
-  const long double count = step > 0 ? (static_cast<long double>(stop) - start) / step : (static_cast<long double>(start) - stop) / -step;
+  const long double count =
+      step > 0 ? (static_cast<long double>(stop) - start) / step : (static_cast<long double>(start) - stop) / -step;
   if (count > kMaxRange) raise(fmt::format("range() of over {} numbers", kMaxRange));
   std::vector<Value> out;
   for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) out.push_back(Value::integer(i));
@@ -136,9 +137,12 @@ std::string percent_format(const std::string& f, const std::vector<Value>& args)
           piece = piece.substr(0, precision.empty() ? 0 : std::stoul(precision));
         }
         const size_t digits = flags_width.find_first_of("123456789");
-        const size_t width = digits == std::string::npos ? 0 : std::min<size_t>(std::stoul(flags_width.substr(digits)), 4096);
+        const size_t width =
+            digits == std::string::npos ? 0 : std::min<size_t>(std::stoul(flags_width.substr(digits)), 4096);
         const bool left = flags_width.find('-') != std::string::npos;
-        if (piece.size() < width) piece = left ? piece + std::string(width - piece.size(), ' ') : std::string(width - piece.size(), ' ') + piece;
+        if (piece.size() < width)
+          piece =
+              left ? piece + std::string(width - piece.size(), ' ') : std::string(width - piece.size(), ' ') + piece;
         out += piece;
         break;
       }

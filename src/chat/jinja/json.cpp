@@ -64,9 +64,12 @@ void append(std::string& out, const Value& v, const JsonStyle& style, int level)
     case K::Int: out += std::to_string(v.as_int()); return;
     case K::Float: {
       const double f = v.as_double();
-      if (std::isnan(f)) out += "NaN";
-      else if (std::isinf(f)) out += f > 0 ? "Infinity" : "-Infinity";
-      else out += format_float(f);
+      if (std::isnan(f))
+        out += "NaN";
+      else if (std::isinf(f))
+        out += f > 0 ? "Infinity" : "-Infinity";
+      else
+        out += format_float(f);
       return;
     }
     case K::String: append_string(out, v.as_string(), style.ensure_ascii); return;
@@ -92,7 +95,8 @@ void append(std::string& out, const Value& v, const JsonStyle& style, int level)
       std::vector<const std::pair<std::string, Value>*> entries;
       for (const auto& entry : v.dict_data().entries) entries.push_back(&entry);
       if (style.sort_keys)
-        std::stable_sort(entries.begin(), entries.end(), [](const auto* a, const auto* b) { return a->first < b->first; });
+        std::stable_sort(entries.begin(), entries.end(),
+                         [](const auto* a, const auto* b) { return a->first < b->first; });
       if (entries.empty()) {
         out += "{}";
         return;

@@ -19,7 +19,8 @@ Value from_json(const Json& j) {
     case nlohmann::json::value_t::number_integer: return Value::integer(j.template get<int64_t>());
     case nlohmann::json::value_t::number_unsigned: {
       const auto u = j.template get<uint64_t>();
-      return u <= static_cast<uint64_t>(INT64_MAX) ? Value::integer(static_cast<int64_t>(u)) : Value::number(static_cast<double>(u));
+      return u <= static_cast<uint64_t>(INT64_MAX) ? Value::integer(static_cast<int64_t>(u))
+                                                   : Value::number(static_cast<double>(u));
     }
     case nlohmann::json::value_t::number_float: return Value::number(j.template get<double>());
     case nlohmann::json::value_t::string: return Value::string(j.template get<std::string>());

@@ -140,7 +140,8 @@ class Lexer {
   }
 
   void advance_to(size_t p) {
-    line_ += static_cast<int>(std::count(src_.begin() + static_cast<long>(pos_), src_.begin() + static_cast<long>(p), '\n'));
+    line_ +=
+        static_cast<int>(std::count(src_.begin() + static_cast<long>(pos_), src_.begin() + static_cast<long>(p), '\n'));
     pos_ = p;
   }
 
@@ -217,7 +218,9 @@ class Lexer {
     while (true) {
       while (pos_ < src_.size() && is_ws(src_[pos_])) advance_to(pos_ + 1);
       if (pos_ >= src_.size())
-        throw TemplateError(variable ? "unexpected end of template: missing '}}'" : "unexpected end of template: missing '%}'", start_line);
+        throw TemplateError(
+            variable ? "unexpected end of template: missing '}}'" : "unexpected end of template: missing '%}'",
+            start_line);
       if (depth == 0) {
         char sign = 0;
         size_t p = pos_;
@@ -277,7 +280,8 @@ class Lexer {
     size_t p = pos_ + 1;
     while (p < src_.size() && src_[p] != quote) p += src_[p] == '\\' ? 2 : 1;
     if (p >= src_.size()) throw TemplateError("unterminated string literal", start_line);
-    tokens_.push_back({TokenType::String, unescape(std::string_view(src_).substr(pos_ + 1, p - pos_ - 1), start_line), start_line});
+    tokens_.push_back(
+        {TokenType::String, unescape(std::string_view(src_).substr(pos_ + 1, p - pos_ - 1), start_line), start_line});
     advance_to(p + 1);
   }
 

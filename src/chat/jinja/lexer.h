@@ -17,10 +17,10 @@ enum class TokenType {
   BlockBegin,  // {%
   BlockEnd,    // %}
   Name,
-  String,      // value unescaped
+  String,  // value unescaped
   Integer,
   Float,
-  Operator,    // + - * / // % ** ~ == != < > <= >= = ( ) [ ] { } , . : |
+  Operator,  // + - * / // % ** ~ == != < > <= >= = ( ) [ ] { } , . : |
   End,
 };
 

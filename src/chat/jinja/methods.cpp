@@ -53,7 +53,8 @@ Value split_impl(const Value& self, CallArgs& args, bool from_right) {
   const int64_t maxsplit = expect_int(args.get(1, "maxsplit", Value::integer(-1)), "split() maxsplit");
   std::vector<Value> parts;
   const std::string* sep_ptr = sep.is_undefined() || sep.is_none() ? nullptr : &expect_string(sep, "split() separator");
-  for (auto& p : text::split(self.as_string(), sep_ptr, maxsplit, from_right)) parts.push_back(Value::string(std::move(p)));
+  for (auto& p : text::split(self.as_string(), sep_ptr, maxsplit, from_right))
+    parts.push_back(Value::string(std::move(p)));
   return Value::list(std::move(parts));
 }
 
@@ -65,7 +66,8 @@ Value affix_impl(const Value& self, CallArgs& args, bool prefix) {
   const std::string& s = self.as_string();
   for (const Value& o : options) {
     const std::string& a = expect_string(o, prefix ? "startswith() argument" : "endswith() argument");
-    if (a.size() <= s.size() && (prefix ? s.compare(0, a.size(), a) == 0 : s.compare(s.size() - a.size(), a.size(), a) == 0))
+    if (a.size() <= s.size() &&
+        (prefix ? s.compare(0, a.size(), a) == 0 : s.compare(s.size() - a.size(), a.size(), a) == 0))
       return Value::boolean(true);
   }
   return Value::boolean(false);
@@ -133,7 +135,8 @@ Value str_method(const Value& self, const std::string& name, CallArgs& args, Con
     args.expect("replace", 3, {"count"});
     const std::string& old = expect_string(args.get(0, "old"), "replace() old");
     const std::string& with = expect_string(args.get(1, "new"), "replace() new");
-    std::string out = text::replace(s, old, with, expect_int(args.get(2, "count", Value::integer(-1)), "replace() count"));
+    std::string out =
+        text::replace(s, old, with, expect_int(args.get(2, "count", Value::integer(-1)), "replace() count"));
     ctx.produced(out.size());
     return Value::string(std::move(out));
   }
@@ -167,7 +170,9 @@ Value str_method(const Value& self, const std::string& name, CallArgs& args, Con
     args.expect(name.c_str(), 1);
     const std::string& a = expect_string(args.get(0, "affix"), (name + "() argument").c_str());
     if (name == "removeprefix") return Value::string(s.compare(0, a.size(), a) == 0 ? s.substr(a.size()) : s);
-    return Value::string(a.size() <= s.size() && s.compare(s.size() - a.size(), a.size(), a) == 0 ? s.substr(0, s.size() - a.size()) : s);
+    return Value::string(a.size() <= s.size() && s.compare(s.size() - a.size(), a.size(), a) == 0
+                             ? s.substr(0, s.size() - a.size())
+                             : s);
   }
   args.expect(name.c_str(), 0);
   if (name == "upper") return Value::string(text::upper(s));
@@ -194,9 +199,12 @@ Value dict_method(const Value& self, const std::string& name, CallArgs& args, Co
   std::vector<Value> out;
   out.reserve(d.entries.size());
   for (const auto& [key, value] : d.entries) {
-    if (name == "items") out.push_back(Value::list({Value::string(key), value}, true));
-    else if (name == "keys") out.push_back(Value::string(key));
-    else out.push_back(value);
+    if (name == "items")
+      out.push_back(Value::list({Value::string(key), value}, true));
+    else if (name == "keys")
+      out.push_back(Value::string(key));
+    else
+      out.push_back(value);
   }
   return Value::list(std::move(out));
 }
@@ -227,16 +235,18 @@ Value find_method(const Value& object, const std::string& name) {
   using F = Value (*)(const Value&, const std::string&, CallArgs&, Context&);
   F impl = nullptr;
   if (object.is_string() &&
-      is_one_of(name, {"strip", "lstrip", "rstrip", "split", "rsplit", "splitlines", "startswith", "endswith", "format",
-                       "replace", "find", "rfind", "index", "rindex", "count", "join", "removeprefix", "removesuffix",
-                       "upper", "lower", "title", "capitalize", "isdigit", "isalpha", "isupper", "islower", "isspace"}))
+      is_one_of(name, {"strip",      "lstrip",  "rstrip",       "split",        "rsplit",  "splitlines", "startswith",
+                       "endswith",   "format",  "replace",      "find",         "rfind",   "index",      "rindex",
+                       "count",      "join",    "removeprefix", "removesuffix", "upper",   "lower",      "title",
+                       "capitalize", "isdigit", "isalpha",      "isupper",      "islower", "isspace"}))
     impl = str_method;
   else if (object.is_dict() && is_one_of(name, {"get", "items", "keys", "values"}))
     impl = dict_method;
   else if (object.is_list() && is_one_of(name, {"index", "count"}))
     impl = list_method;
   if (!impl) return Value::undefined();
-  return Value::callable(name, [object, name, impl](CallArgs& args, Context& ctx) { return impl(object, name, args, ctx); });
+  return Value::callable(name,
+                         [object, name, impl](CallArgs& args, Context& ctx) { return impl(object, name, args, ctx); });
 }
 
 Value call_value(const Value& callee, CallArgs& args, Context& ctx) {

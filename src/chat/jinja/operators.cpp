@@ -25,14 +25,17 @@ Value repeat(const Value& seq, int64_t times, Context& ctx) {
   if (times <= 0) return seq.is_string() ? Value::string("") : Value::list({});
   if (seq.is_string()) {
     const std::string& s = seq.as_string();
-    ctx.produced(static_cast<size_t>(std::min<int64_t>(times, INT64_MAX / std::max<int64_t>(1, static_cast<int64_t>(s.size())))) * s.size());
+    ctx.produced(static_cast<size_t>(
+                     std::min<int64_t>(times, INT64_MAX / std::max<int64_t>(1, static_cast<int64_t>(s.size())))) *
+                 s.size());
     std::string out;
     out.reserve(s.size() * static_cast<size_t>(times));
     for (int64_t i = 0; i < times; ++i) out += s;
     return Value::string(std::move(out));
   }
   const auto& items = seq.items();
-  ctx.produced(static_cast<size_t>(std::min<int64_t>(times, INT64_MAX / 256 / std::max<int64_t>(1, static_cast<int64_t>(items.size())))) *
+  ctx.produced(static_cast<size_t>(std::min<int64_t>(
+                   times, INT64_MAX / 256 / std::max<int64_t>(1, static_cast<int64_t>(items.size())))) *
                items.size() * sizeof(Value));
   std::vector<Value> out;
   for (int64_t i = 0; i < times; ++i) out.insert(out.end(), items.begin(), items.end());

@@ -138,8 +138,8 @@ class Parser {
       expect_block_end();
       return std::make_unique<LoopControl>(at, name == "break" ? Flow::Break : Flow::Continue);
     }
-    static const char* const closers[] = {"endif",  "endfor", "endset", "endmacro", "endfilter",
-                                          "endwith", "endgeneration", "elif", "else", "endraw"};
+    static const char* const closers[] = {"endif",   "endfor",        "endset", "endmacro", "endfilter",
+                                          "endwith", "endgeneration", "elif",   "else",     "endraw"};
     if (std::any_of(std::begin(closers), std::end(closers), [&](const char* c) { return name == c; }))
       throw TemplateError(fmt::format("unexpected '{}' (no open block expects it here)", name), at);
     throw TemplateError(fmt::format("unknown or unsupported tag '{}'", name), at);
@@ -388,9 +388,8 @@ class Parser {
     std::vector<std::pair<std::string, ExprPtr>> rest;
     while (true) {
       std::string op;
-      if (cur().type == TokenType::Operator &&
-          (cur().value == "==" || cur().value == "!=" || cur().value == "<" || cur().value == ">" ||
-           cur().value == "<=" || cur().value == ">=")) {
+      if (cur().type == TokenType::Operator && (cur().value == "==" || cur().value == "!=" || cur().value == "<" ||
+                                                cur().value == ">" || cur().value == "<=" || cur().value == ">=")) {
         op = cur().value;
         next();
       } else if (is_name("in")) {
@@ -672,11 +671,10 @@ class Parser {
     } else {
       const TokenType type = cur().type;
       static const char* const stop_words[] = {"else", "or", "and", "if", "is", "in", "not"};
-      const bool starts_argument =
-          type == TokenType::Name || type == TokenType::String || type == TokenType::Integer ||
-          type == TokenType::Float || is_op("[") || is_op("{");
-      const bool stop = type == TokenType::Name &&
-                        std::any_of(std::begin(stop_words), std::end(stop_words), [&](const char* w) { return cur().value == w; });
+      const bool starts_argument = type == TokenType::Name || type == TokenType::String || type == TokenType::Integer ||
+                                   type == TokenType::Float || is_op("[") || is_op("{");
+      const bool stop = type == TokenType::Name && std::any_of(std::begin(stop_words), std::end(stop_words),
+                                                               [&](const char* w) { return cur().value == w; });
       if (starts_argument && !stop) t->args.positional.push_back(parse_postfix(parse_primary()));
     }
     return t;

@@ -25,10 +25,10 @@ void no_args(CallArgs& args, const char* test) {
   if (!args.positional.empty() || !args.keyword.empty()) raise(fmt::format("test '{}' takes no argument", test));
 }
 
-#define KVSLIM_TEST0(fn_name, test_name, expr)          \
+#define KVSLIM_TEST0(fn_name, test_name, expr)             \
   bool fn_name(const Value& v, CallArgs& args, Context&) { \
-    no_args(args, test_name);                           \
-    return (expr);                                      \
+    no_args(args, test_name);                              \
+    return (expr);                                         \
   }
 
 KVSLIM_TEST0(t_defined, "defined", !v.is_undefined())
@@ -76,10 +76,8 @@ bool t_divisibleby(const Value& v, CallArgs& args, Context&) {
 bool t_sameas(const Value& v, CallArgs& args, Context&) { return same_object(v, arg(args, "sameas")); }
 bool t_in(const Value& v, CallArgs& args, Context&) { return contains(arg(args, "in"), v); }
 
-#define KVSLIM_CMP(fn_name, op)                             \
-  bool fn_name(const Value& v, CallArgs& args, Context&) { \
-    return compare(op, v, arg(args, op));                   \
-  }
+#define KVSLIM_CMP(fn_name, op) \
+  bool fn_name(const Value& v, CallArgs& args, Context&) { return compare(op, v, arg(args, op)); }
 KVSLIM_CMP(t_eq, "==")
 KVSLIM_CMP(t_ne, "!=")
 KVSLIM_CMP(t_lt, "<")
@@ -103,14 +101,45 @@ struct Entry {
 };
 
 constexpr Entry kTests[] = {
-    {"defined", t_defined}, {"undefined", t_undefined}, {"none", t_none}, {"boolean", t_boolean},
-    {"true", t_true}, {"false", t_false}, {"integer", t_integer}, {"float", t_float}, {"number", t_number},
-    {"string", t_string}, {"mapping", t_mapping}, {"iterable", t_iterable}, {"sequence", t_sequence},
-    {"callable", t_callable}, {"escaped", t_escaped}, {"lower", t_lower}, {"upper", t_upper}, {"odd", t_odd},
-    {"even", t_even}, {"divisibleby", t_divisibleby}, {"sameas", t_sameas}, {"in", t_in},
-    {"eq", t_eq}, {"equalto", t_eq}, {"==", t_eq}, {"ne", t_ne}, {"!=", t_ne}, {"lt", t_lt}, {"lessthan", t_lt},
-    {"<", t_lt}, {"le", t_le}, {"<=", t_le}, {"gt", t_gt}, {"greaterthan", t_gt}, {">", t_gt}, {"ge", t_ge},
-    {">=", t_ge}, {"filter", t_filter}, {"test", t_test},
+    {"defined", t_defined},
+    {"undefined", t_undefined},
+    {"none", t_none},
+    {"boolean", t_boolean},
+    {"true", t_true},
+    {"false", t_false},
+    {"integer", t_integer},
+    {"float", t_float},
+    {"number", t_number},
+    {"string", t_string},
+    {"mapping", t_mapping},
+    {"iterable", t_iterable},
+    {"sequence", t_sequence},
+    {"callable", t_callable},
+    {"escaped", t_escaped},
+    {"lower", t_lower},
+    {"upper", t_upper},
+    {"odd", t_odd},
+    {"even", t_even},
+    {"divisibleby", t_divisibleby},
+    {"sameas", t_sameas},
+    {"in", t_in},
+    {"eq", t_eq},
+    {"equalto", t_eq},
+    {"==", t_eq},
+    {"ne", t_ne},
+    {"!=", t_ne},
+    {"lt", t_lt},
+    {"lessthan", t_lt},
+    {"<", t_lt},
+    {"le", t_le},
+    {"<=", t_le},
+    {"gt", t_gt},
+    {"greaterthan", t_gt},
+    {">", t_gt},
+    {"ge", t_ge},
+    {">=", t_ge},
+    {"filter", t_filter},
+    {"test", t_test},
 };
 
 }  // namespace

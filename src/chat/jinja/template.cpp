@@ -26,8 +26,8 @@ Template::Template(std::string source, std::string origin) : source_(std::move(s
   }
 }
 
-std::string Template::render(const std::vector<std::pair<std::string, Value>>& variables, std::function<std::tm()> clock,
-                             const Limits& limits) const {
+std::string Template::render(const std::vector<std::pair<std::string, Value>>& variables,
+                             std::function<std::tm()> clock, const Limits& limits) const {
   Context ctx(limits, std::move(clock));
   add_globals(ctx.root());
   for (const auto& [name, value] : variables) ctx.root().vars[name] = value;

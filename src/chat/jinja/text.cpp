@@ -28,8 +28,9 @@ bool is_letter(uint32_t cp) { return u_isalpha(static_cast<UChar32>(cp)); }
 std::string map_case(std::string_view s, bool to_upper) {
   if (is_ascii(s)) {
     std::string out(s);
-    for (char& c : out) c = static_cast<char>(to_upper ? std::toupper(static_cast<unsigned char>(c))
-                                                       : std::tolower(static_cast<unsigned char>(c)));
+    for (char& c : out)
+      c = static_cast<char>(to_upper ? std::toupper(static_cast<unsigned char>(c))
+                                     : std::tolower(static_cast<unsigned char>(c)));
     return out;
   }
   icu::UnicodeString u = icu::UnicodeString::fromUTF8(icu::StringPiece(s.data(), static_cast<int32_t>(s.size())));
@@ -71,8 +72,8 @@ bool is_space(uint32_t cp) {
   // Python's str.isspace: bidirectional class WS/B/S or category Zs.
   if (cp == ' ' || (cp >= 0x09 && cp <= 0x0D) || (cp >= 0x1C && cp <= 0x1F)) return true;
   if (cp < 0x80) return false;
-  return cp == 0x85 || cp == 0xA0 || cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 ||
-         cp == 0x2029 || cp == 0x202F || cp == 0x205F || cp == 0x3000;
+  return cp == 0x85 || cp == 0xA0 || cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 || cp == 0x2029 ||
+         cp == 0x202F || cp == 0x205F || cp == 0x3000;
 }
 
 std::string upper(std::string_view s) { return map_case(s, true); }
@@ -222,8 +223,8 @@ std::vector<std::string> splitlines(std::string_view s, bool keepends) {
   for (size_t pos = 0; pos < s.size();) {
     const size_t at = pos;
     const uint32_t cp = decode_utf8(s, pos);
-    const bool brk = cp == '\n' || cp == '\r' || cp == 0x0B || cp == 0x0C || (cp >= 0x1C && cp <= 0x1E) ||
-                     cp == 0x85 || cp == 0x2028 || cp == 0x2029;
+    const bool brk = cp == '\n' || cp == '\r' || cp == 0x0B || cp == 0x0C || (cp >= 0x1C && cp <= 0x1E) || cp == 0x85 ||
+                     cp == 0x2028 || cp == 0x2029;
     if (!brk) continue;
     if (cp == '\r' && pos < s.size() && s[pos] == '\n') ++pos;
     lines.emplace_back(s.substr(start, (keepends ? pos : at) - start));
@@ -273,7 +274,8 @@ bool is_alpha(std::string_view s) {
 
 bool is_digit(std::string_view s) {
   const auto cps = decode(s);
-  return !cps.empty() && std::all_of(cps.begin(), cps.end(), [](uint32_t cp) { return u_isdigit(static_cast<UChar32>(cp)); });
+  return !cps.empty() &&
+         std::all_of(cps.begin(), cps.end(), [](uint32_t cp) { return u_isdigit(static_cast<UChar32>(cp)); });
 }
 
 bool is_upper(std::string_view s) {

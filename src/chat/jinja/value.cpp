@@ -253,7 +253,8 @@ std::string format_float(double f) {
     } else if (static_cast<size_t>(exponent) + 1 >= digits.size()) {
       out = digits + std::string(static_cast<size_t>(exponent) + 1 - digits.size(), '0') + ".0";
     } else {
-      out = digits.substr(0, static_cast<size_t>(exponent) + 1) + "." + digits.substr(static_cast<size_t>(exponent) + 1);
+      out =
+          digits.substr(0, static_cast<size_t>(exponent) + 1) + "." + digits.substr(static_cast<size_t>(exponent) + 1);
     }
     return sign + out;
   }
@@ -270,12 +271,18 @@ std::string repr_string(const std::string& s) {
   const char quote = has_single && !has_double ? '"' : '\'';
   std::string out(1, quote);
   for (unsigned char c : s) {
-    if (c == static_cast<unsigned char>(quote) || c == '\\') out += '\\', out += static_cast<char>(c);
-    else if (c == '\n') out += "\\n";
-    else if (c == '\r') out += "\\r";
-    else if (c == '\t') out += "\\t";
-    else if (c < 0x20 || c == 0x7F) out += fmt::format("\\x{:02x}", c);
-    else out += static_cast<char>(c);
+    if (c == static_cast<unsigned char>(quote) || c == '\\')
+      out += '\\', out += static_cast<char>(c);
+    else if (c == '\n')
+      out += "\\n";
+    else if (c == '\r')
+      out += "\\r";
+    else if (c == '\t')
+      out += "\\t";
+    else if (c < 0x20 || c == 0x7F)
+      out += fmt::format("\\x{:02x}", c);
+    else
+      out += static_cast<char>(c);
   }
   out += quote;
   return out;
@@ -349,7 +356,8 @@ std::vector<Value> iterate(const Value& v) {
       const std::vector<size_t> offsets = text::char_offsets(s);
       std::vector<Value> chars;
       chars.reserve(offsets.size() - 1);
-      for (size_t i = 0; i + 1 < offsets.size(); ++i) chars.push_back(Value::string(s.substr(offsets[i], offsets[i + 1] - offsets[i])));
+      for (size_t i = 0; i + 1 < offsets.size(); ++i)
+        chars.push_back(Value::string(s.substr(offsets[i], offsets[i + 1] - offsets[i])));
       return chars;
     }
     case Value::Kind::Undefined: return {};

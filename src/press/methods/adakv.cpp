@@ -124,7 +124,8 @@ std::unique_ptr<Press> make_adakv(const PressOptions& o) {
     // The registry says which methods are score-based; the cast reaches the scorer's interface.
     if (!info.can.adakv_wraps)
       fail("adakv: option scorer={}: '{}' is not a score-based method (it cannot be wrapped)", name, name);
-    std::unique_ptr<Press> inner = info.make(PressOptions(info.name, info.options, split_options(o.get_string("inner"))));
+    std::unique_ptr<Press> inner =
+        info.make(PressOptions(info.name, info.options, split_options(o.get_string("inner"))));
     auto* scorer = dynamic_cast<ScorerPress*>(inner.get());
     if (!scorer) fail("adakv: internal error: '{}' is registered as wrappable but has no scores", name);
     return std::make_unique<AdaKvPress>(std::move(inner), *scorer, floor, block);
@@ -137,7 +138,8 @@ std::unique_ptr<Press> make_adakv(const PressOptions& o) {
 }  // namespace
 
 PressInfo adakv_press() {
-  return {"adakv", "adaptive per-head budgets: the layer's best scores across KV heads, with a per-head floor",
+  return {"adakv",
+          "adaptive per-head budgets: the layer's best scores across KV heads, with a per-head floor",
           {{"scorer", "snapkv", "score-based method to wrap (also `adakv:<scorer>`)"},
            {"inner", "", "the scorer's options, comma-separated key=value (e.g. window=16,kernel=5)"},
            {"floor", "0.2", "each head keeps at least floor(floor * budget) of its own best tokens"},

@@ -28,7 +28,8 @@ class DapqPress final : public ScorerPress {
   // block that leaves a head over the budget, the pseudo tokens taken from the prompt so far.
   void prepare_scores(PressContext& ctx) override {
     votes_.reset(ctx.config(), largest_head(ctx.cache()), ctx.n_past());
-    const std::vector<int32_t> so_far(ctx.prompt().begin(), ctx.prompt().begin() + std::min(ctx.n_past(), ctx.n_prompt()));
+    const std::vector<int32_t> so_far(ctx.prompt().begin(),
+                                      ctx.prompt().begin() + std::min(ctx.n_past(), ctx.n_prompt()));
     ctx.run_appended(pseudo_tokens(so_far), &votes_);
   }
 
@@ -57,7 +58,8 @@ class DapqPress final : public ScorerPress {
 }  // namespace
 
 PressInfo dapq_press() {
-  return {"dapq", "pseudo queries (first and last prompt ids) at the response's positions vote; keeps the top tokens",
+  return {"dapq",
+          "pseudo queries (first and last prompt ids) at the response's positions vote; keeps the top tokens",
           {{"a", "4", "pseudo tokens taken from the start of the prompt"},
            {"b", "28", "pseudo tokens taken from the end of the prompt"},
            {"kernel", "7", "pooling kernel (odd)"},
@@ -68,9 +70,8 @@ PressInfo dapq_press() {
             if (a + b < 1) fail("dapq: options a={} and b={} give no pseudo token (a + b must be >= 1)", a, b);
             const int kernel = o.get_int("kernel", 1, 4095);
             if (kernel % 2 == 0) fail("dapq: option kernel={} must be odd", kernel);
-            return std::make_unique<DapqPress>(a, b, kernel,
-                                               pool_kind_from_name(o.get_choice("pooling", {"max", "avg", "none"})),
-                                               block_eviction(o));
+            return std::make_unique<DapqPress>(
+                a, b, kernel, pool_kind_from_name(o.get_choice("pooling", {"max", "avg", "none"})), block_eviction(o));
           },
           {.block_eviction = BlockEviction::Option,
            .budget_rule = BudgetRule::PerHead,

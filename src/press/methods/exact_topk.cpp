@@ -19,8 +19,8 @@ class ExactTopKPress final : public SparseAttentionPress {
   void begin(PressContext& ctx) override { k_ = k_option_ > 0 ? k_option_ : ctx.budget(); }
 
  protected:
-  bool select_head(int layer, int kv_head, const float* q_group, const PagedKvCache& cache,
-                   std::vector<int32_t>& out, SelectScratch& scratch) override {
+  bool select_head(int layer, int kv_head, const float* q_group, const PagedKvCache& cache, std::vector<int32_t>& out,
+                   SelectScratch& scratch) override {
     const HeadCache& head = cache.head(layer, kv_head);
     const int64_t n = head.size();
     if (n <= k_) return false;
@@ -31,8 +31,7 @@ class ExactTopKPress final : public SparseAttentionPress {
     // The decode kernel's own score pass: every key read once for the whole group (rather than
     // once per query head and decoded one row at a time), which is what made the oracle cost
     // more than the dense attention it replaces.
-    attention_scores(PagedKv{head, d, cache.page_tokens()}, q_group, group, logits.data(), n,
-                     scratch.attention);
+    attention_scores(PagedKv{head, d, cache.page_tokens()}, q_group, group, logits.data(), n, scratch.attention);
     for (int g = 0; g < group; ++g)
       add_softmax(std::span<float>(logits.data() + size_t(g) * n, size_t(n)), 1.0f / float(group), scores);
     top_k_with_newest(scores, k_, scratch.work, out);

@@ -8,7 +8,9 @@ class FullPress final : public Press {};
 }  // namespace
 
 PressInfo full_press() {
-  return {"full", "no compression: every token of every head is kept", {},
+  return {"full",
+          "no compression: every token of every head is kept",
+          {},
           [](const PressOptions&) { return std::make_unique<FullPress>(); },
           {.block_eviction = BlockEviction::None,
            .budget_rule = BudgetRule::NoEviction,

@@ -79,7 +79,8 @@ class ColumnSums final : public AttentionProbe {
              ctx.cache().head(layer, q / group).size());
       total += size_t(sizes->second[i]);
     }
-    if (total != flat->second.size()) fail("h2o: the KV file's accumulators hold {} values, not {}", flat->second.size(), total);
+    if (total != flat->second.size())
+      fail("h2o: the KV file's accumulators hold {} values, not {}", flat->second.size(), total);
     n_heads_ = config.n_heads;
     sums_.assign(sizes->second.size(), {});
     size_t at = 0;
@@ -118,7 +119,8 @@ class H2oPress final : public ScorerPress {
   void begin_turn(PressContext& ctx) override {
     if (sums_.empty()) return begin(ctx);
     int64_t largest = 0;
-    for (int layer = 0; layer < ctx.cache().n_layers(); ++layer) largest = std::max(largest, ctx.cache().n_tokens(layer));
+    for (int layer = 0; layer < ctx.cache().n_layers(); ++layer)
+      largest = std::max(largest, ctx.cache().n_tokens(layer));
     const int64_t turn = ctx.n_prompt() - ctx.n_past();
     sums_.fit(ctx, largest + turn + ctx.n_predict() + 1);
   }
@@ -190,12 +192,14 @@ class H2oPress final : public ScorerPress {
 }  // namespace
 
 PressInfo h2o_press() {
-  return {"h2o", "heavy hitters: attention received from every query so far, plus the most recent tokens",
+  return {"h2o",
+          "heavy hitters: attention received from every query so far, plus the most recent tokens",
           {{"recent", "0.5", "fraction of the budget kept for the most recent tokens (R = floor(recent * budget))"},
            {"decode", "true", "keep accumulating in decode and evict the lowest-scored non-recent token"},
            prefill_evict_option()},
           [](const PressOptions& o) {
-            return std::make_unique<H2oPress>(o.get_double("recent", 0.0, 1.0), o.get_bool("decode"), block_eviction(o));
+            return std::make_unique<H2oPress>(o.get_double("recent", 0.0, 1.0), o.get_bool("decode"),
+                                              block_eviction(o));
           },
           {.block_eviction = BlockEviction::Option,
            .budget_rule = BudgetRule::PerHead,

@@ -120,7 +120,8 @@ class KeyDiffPress final : public ScorerPress {
 }  // namespace
 
 PressInfo keydiff_press() {
-  return {"keydiff", "evicts the keys most similar to the anchor of the cached keys; block prefill with bounded memory",
+  return {"keydiff",
+          "evicts the keys most similar to the anchor of the cached keys; block prefill with bounded memory",
           {{"block", "128", "prefill block: tokens between evictions (the engine uses min(--batch, block))"},
            {"decode", "true", "evict in decode too (blocks of 1 token)"},
            {"recent", "0", "fraction of the budget forced to the newest tokens (paper: 0, 0.1, 0.2)"},

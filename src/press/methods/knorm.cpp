@@ -29,7 +29,9 @@ class KnormPress final : public ScorerPress {
 }  // namespace
 
 PressInfo knorm_press() {
-  return {"knorm", "keeps the keys with the smallest L2 norm", {prefill_evict_option()},
+  return {"knorm",
+          "keeps the keys with the smallest L2 norm",
+          {prefill_evict_option()},
           [](const PressOptions& o) { return std::make_unique<KnormPress>(block_eviction(o)); },
           {.block_eviction = BlockEviction::Option,
            .budget_rule = BudgetRule::PerHead,

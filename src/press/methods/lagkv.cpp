@@ -174,9 +174,8 @@ class LagKvPress final : public Press {
   void rank_in_partition(float* out) {
     order_.resize(lag_);
     std::iota(order_.begin(), order_.end(), 0);
-    std::sort(order_.begin(), order_.end(), [&](int32_t a, int32_t b) {
-      return scores_[a] < scores_[b] || (scores_[a] == scores_[b] && a > b);
-    });
+    std::sort(order_.begin(), order_.end(),
+              [&](int32_t a, int32_t b) { return scores_[a] < scores_[b] || (scores_[a] == scores_[b] && a > b); });
     for (int64_t r = 0; r < lag_; ++r) out[order_[r]] = float(r) / float(lag_);
   }
 
@@ -206,10 +205,9 @@ PressInfo lagkv_press() {
             const double rho = o.get_double("rho", 0.0, 1.0);
             if (!(rho > 0)) fail("lagkv: option rho={} must be in (0, 1]", rho);
             if (std::floor(rho * lag) < 1) fail("lagkv: option rho={} keeps no token of a partition of {}", rho, lag);
-            return std::make_unique<LagKvPress>(o.get_int("sink", 0, 1 << 20), lag, rho,
-                                                o.get_double("value_weight", 0.0, 1e6),
-                                                o.get_choice("mode", {"recursive", "oneshot"}) == "oneshot",
-                                                o.get_bool("every_block"));
+            return std::make_unique<LagKvPress>(
+                o.get_int("sink", 0, 1 << 20), lag, rho, o.get_double("value_weight", 0.0, 1e6),
+                o.get_choice("mode", {"recursive", "oneshot"}) == "oneshot", o.get_bool("every_block"));
           },
           {.block_eviction = BlockEviction::None,
            .budget_rule = BudgetRule::OwnSchedule,

@@ -127,7 +127,7 @@ class LaqPress final : public Press, private SparseSelector {
   int lookahead_;
   int64_t n_prompt_ = 0;
   int group_ = 1;
-  AttentionAccumulator lookahead_votes_;  // the pseudo response's queries (stage 3)
+  AttentionAccumulator lookahead_votes_;     // the pseudo response's queries (stage 3)
   std::vector<std::vector<int32_t>> draft_;  // [layer][kv head] SnapKV's kept indices
   std::vector<int64_t> pseudo_from_;         // [layer][kv head] cache index of the first pseudo token
   std::vector<std::vector<float>> probs_;    // [kv head] one attention row, reused

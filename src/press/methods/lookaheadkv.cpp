@@ -70,8 +70,9 @@ PressInfo lookaheadkv_press() {
           [](const PressOptions& o) {
             std::string adapter = o.get_string("adapter");
             if (adapter.empty())
-              fail("lookaheadkv: option adapter=FILE is required (make one with `kvslim init-adapter` or "
-                   "`kvslim train-lookahead`)");
+              fail(
+                  "lookaheadkv: option adapter=FILE is required (make one with `kvslim init-adapter` or "
+                  "`kvslim train-lookahead`)");
             const int kernel = o.get_int("kernel", 1, 4095);
             if (kernel % 2 == 0) fail("lookaheadkv: option kernel={} must be odd", kernel);
             return std::make_unique<LookaheadKvPress>(

@@ -59,9 +59,12 @@ class PyramidKvPress final : public SnapKvScorer {
 
 PressInfo pyramidkv_press() {
   std::vector<OptionSpec> options = snapkv_option_specs();
-  options.push_back({"beta", "20", "β: the last layer keeps b/β prefix tokens, the first 2b - b/β (b = budget - window)"});
+  options.push_back(
+      {"beta", "20", "β: the last layer keeps b/β prefix tokens, the first 2b - b/β (b = budget - window)"});
   options.push_back(prefill_evict_option());
-  return {"pyramidkv", "SnapKV scores with per-layer budgets decreasing linearly with depth", options,
+  return {"pyramidkv",
+          "SnapKV scores with per-layer budgets decreasing linearly with depth",
+          options,
           [](const PressOptions& o) {
             SnapKvSettings settings = snapkv_settings(o);
             settings.block = block_eviction(o);

@@ -33,8 +33,8 @@ class QuestPress final : public SparseAttentionPress {
   }
 
  protected:
-  bool select_head(int layer, int kv_head, const float* q_group, const PagedKvCache& cache,
-                   std::vector<int32_t>& out, SelectScratch& scratch) override {
+  bool select_head(int layer, int kv_head, const float* q_group, const PagedKvCache& cache, std::vector<int32_t>& out,
+                   SelectScratch& scratch) override {
     const HeadCache& head = cache.head(layer, kv_head);
     const int64_t n = head.size();
     if (n <= budget_) return false;
@@ -67,7 +67,8 @@ class QuestPress final : public SparseAttentionPress {
 }  // namespace
 
 PressInfo quest_press() {
-  return {"quest", "sparse decode: reads the pages whose min/max key bound on q·k is largest (group sum)",
+  return {"quest",
+          "sparse decode: reads the pages whose min/max key bound on q·k is largest (group sum)",
           {{"page", "16", "tokens per page; floor(budget/page) pages are read per step"}},
           [](const PressOptions& o) { return std::make_unique<QuestPress>(o.get_int("page", 1, 1 << 20)); },
           {.block_eviction = BlockEviction::None,

@@ -22,7 +22,9 @@ class RandomPress final : public ScorerPress {
 }  // namespace
 
 PressInfo random_press() {
-  return {"random", "keeps a uniformly random subset of the prompt (seeded by --seed)", {},
+  return {"random",
+          "keeps a uniformly random subset of the prompt (seeded by --seed)",
+          {},
           [](const PressOptions&) { return std::make_unique<RandomPress>(); },
           {.block_eviction = BlockEviction::None,
            .budget_rule = BudgetRule::PerHead,

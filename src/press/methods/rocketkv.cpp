@@ -138,8 +138,8 @@ class RocketKvPress final : public SparseAttentionPress {
 
  protected:
   // Stage 2 over the view (the whole cache, or RocketKV-MT's working set plus later tokens).
-  bool select_head(int layer, int kv_head, const float* q_group, const PagedKvCache& cache,
-                   std::vector<int32_t>& out, SelectScratch& scratch) override {
+  bool select_head(int layer, int kv_head, const float* q_group, const PagedKvCache& cache, std::vector<int32_t>& out,
+                   SelectScratch& scratch) override {
     const size_t lh = size_t(layer) * cache.n_kv_heads() + kv_head;
     const HeadCache& head = cache.head(layer, kv_head);
     const TokenView view{working_set_[lh], tail_from_[lh]};
@@ -212,8 +212,7 @@ class RocketKvPress final : public SparseAttentionPress {
     // Only the best pages are read in order: top_k - 1 slots fill at most ceil((top_k-1)/page)
     // pages, plus one when a page holds the newest slot (skipped). The keys are distinct, so
     // this prefix is the one a full sort gives.
-    const size_t needed =
-        std::min(order.size(), size_t((std::min(plan_.top_k, n) + plan_.page - 2) / plan_.page + 1));
+    const size_t needed = std::min(order.size(), size_t((std::min(plan_.top_k, n) + plan_.page - 2) / plan_.page + 1));
     std::nth_element(order.begin(), order.begin() + needed - 1, order.end());
     std::sort(order.begin(), order.begin() + needed);
     order.resize(needed);
@@ -254,37 +253,37 @@ int odd_kernel(const PressOptions& o, const std::string& key) {
 }  // namespace
 
 PressInfo rocketkv_press() {
-  return {"rocketkv",
-          "SnapKV++ eviction at prefill, then hybrid page/channel sparse attention; budget = traffic per step",
-          {{"window", "32", "stage 1 observation window: last prompt queries"},
-           {"kernel", "63", "stage 1 max-pooling kernel (odd)"},
-           {"kernel_long", "511", "pooling kernel from long_threshold prompt tokens on (odd)"},
-           {"long_threshold", "0", "prompt length switching to kernel_long (0: never; the paper: 48K on Llama 3.1)"},
-           {"split", "released", "budget split: released (adaptive α) or even (the paper's √c per stage)"},
-           {"prompt_budget", "0", "override P, prompt tokens stage 1 keeps (0: from the split)"},
-           {"page", "0", "override p, tokens per page (0: from the split)"},
-           {"channels", "0", "override r, query channels (0: from the split)"},
-           {"top_k", "0", "override k, tokens read per step (0: budget/2)"},
-           {"mt", "false", "RocketKV-MT: stage 1 selects a working set and keeps the full KV"}},
-          [](const PressOptions& o) {
-            RocketKvSettings s;
-            s.window = o.get_int("window", 1, 1 << 20);
-            s.kernel = odd_kernel(o, "kernel");
-            s.kernel_long = odd_kernel(o, "kernel_long");
-            s.long_threshold = o.get_int("long_threshold", 0, 1 << 30);
-            s.split = o.get_choice("split", {"released", "even"}) == "even" ? RocketKvSplit::Even
-                                                                             : RocketKvSplit::Released;
-            s.prompt_budget = o.get_int("prompt_budget", 0, 1 << 30);
-            s.page = o.get_int("page", 0, 1 << 20);
-            s.channels = o.get_int("channels", 0, 1 << 16);
-            s.top_k = o.get_int("top_k", 0, 1 << 30);
-            s.multi_turn = o.get_bool("mt");
-            return std::make_unique<RocketKvPress>(s);
-          },
-          {.block_eviction = BlockEviction::None,
-           .budget_rule = BudgetRule::OwnSchedule,
-           .adakv_wraps = false,
-           .multi_turn = MultiTurnRule::SelectAgain}};
+  return {
+      "rocketkv",
+      "SnapKV++ eviction at prefill, then hybrid page/channel sparse attention; budget = traffic per step",
+      {{"window", "32", "stage 1 observation window: last prompt queries"},
+       {"kernel", "63", "stage 1 max-pooling kernel (odd)"},
+       {"kernel_long", "511", "pooling kernel from long_threshold prompt tokens on (odd)"},
+       {"long_threshold", "0", "prompt length switching to kernel_long (0: never; the paper: 48K on Llama 3.1)"},
+       {"split", "released", "budget split: released (adaptive α) or even (the paper's √c per stage)"},
+       {"prompt_budget", "0", "override P, prompt tokens stage 1 keeps (0: from the split)"},
+       {"page", "0", "override p, tokens per page (0: from the split)"},
+       {"channels", "0", "override r, query channels (0: from the split)"},
+       {"top_k", "0", "override k, tokens read per step (0: budget/2)"},
+       {"mt", "false", "RocketKV-MT: stage 1 selects a working set and keeps the full KV"}},
+      [](const PressOptions& o) {
+        RocketKvSettings s;
+        s.window = o.get_int("window", 1, 1 << 20);
+        s.kernel = odd_kernel(o, "kernel");
+        s.kernel_long = odd_kernel(o, "kernel_long");
+        s.long_threshold = o.get_int("long_threshold", 0, 1 << 30);
+        s.split = o.get_choice("split", {"released", "even"}) == "even" ? RocketKvSplit::Even : RocketKvSplit::Released;
+        s.prompt_budget = o.get_int("prompt_budget", 0, 1 << 30);
+        s.page = o.get_int("page", 0, 1 << 20);
+        s.channels = o.get_int("channels", 0, 1 << 16);
+        s.top_k = o.get_int("top_k", 0, 1 << 30);
+        s.multi_turn = o.get_bool("mt");
+        return std::make_unique<RocketKvPress>(s);
+      },
+      {.block_eviction = BlockEviction::None,
+       .budget_rule = BudgetRule::OwnSchedule,
+       .adakv_wraps = false,
+       .multi_turn = MultiTurnRule::SelectAgain}};
 }
 
 }  // namespace kvslim

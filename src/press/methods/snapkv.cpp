@@ -57,7 +57,8 @@ std::vector<int32_t> SnapKvScorer::select(PressContext&, int, int, std::span<con
 }
 
 PressInfo snapkv_press() {
-  return {"snapkv", "window queries vote on the prefix (pooled); keeps the window plus the top prefix tokens",
+  return {"snapkv",
+          "window queries vote on the prefix (pooled); keeps the window plus the top prefix tokens",
           [] {
             std::vector<OptionSpec> specs = snapkv_option_specs();
             specs.push_back(prefill_evict_option());

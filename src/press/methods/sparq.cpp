@@ -25,8 +25,8 @@ class SparqPress final : public SparseAttentionPress {
   }
 
  protected:
-  bool select_head(int layer, int kv_head, const float* q_group, const PagedKvCache& cache,
-                   std::vector<int32_t>& out, SelectScratch& scratch) override {
+  bool select_head(int layer, int kv_head, const float* q_group, const PagedKvCache& cache, std::vector<int32_t>& out,
+                   SelectScratch& scratch) override {
     const HeadCache& head = cache.head(layer, kv_head);
     const int64_t n = head.size();
     if (n <= k_) return false;
@@ -47,8 +47,7 @@ class SparqPress final : public SparseAttentionPress {
       const float scale = sparq_scale(q, channels, d);
       for (int32_t c : channels) masked[size_t(g) * d + c] = q[c] / scale;
     }
-    key_scores(PagedKv{head, d, cache.page_tokens()}, masked.data(), group, 1.0f, logits.data(), n,
-               scratch.attention);
+    key_scores(PagedKv{head, d, cache.page_tokens()}, masked.data(), group, 1.0f, logits.data(), n, scratch.attention);
     for (int g = 0; g < group; ++g)
       add_softmax(std::span<float>(logits.data() + size_t(g) * n, size_t(n)), 1.0f / float(group), scores);
     top_k_with_newest(scores, k_, scratch.work, out);
@@ -64,7 +63,8 @@ class SparqPress final : public SparseAttentionPress {
 }  // namespace
 
 PressInfo sparq_press() {
-  return {"sparq", "sparse decode: approximate attention on the r strongest query channels picks the k tokens read",
+  return {"sparq",
+          "sparse decode: approximate attention on the r strongest query channels picks the k tokens read",
           {{"r", "0", "query channels used for the approximate scores (0: head_dim/4)"},
            {"k", "0", "tokens read per KV head per decode step, newest included (0: the budget)"}},
           [](const PressOptions& o) {

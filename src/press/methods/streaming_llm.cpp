@@ -45,7 +45,8 @@ class StreamingLlmPress final : public Press {
 }  // namespace
 
 PressInfo streaming_llm_press() {
-  return {"streaming_llm", "attention sinks plus a sliding window of the most recent tokens",
+  return {"streaming_llm",
+          "attention sinks plus a sliding window of the most recent tokens",
           {{"sinks", "4", "first tokens always kept"}, prefill_evict_option()},
           [](const PressOptions& o) {
             return std::make_unique<StreamingLlmPress>(o.get_int("sinks", 0, 1 << 20), block_eviction(o));

@@ -47,7 +47,8 @@ class TovaPress final : public ScorerPress {
   // The next decode token's row is the one to record; size the sums for the largest head + 1.
   void prepare_next_step(PressContext& ctx) {
     int64_t largest = 0;
-    for (int layer = 0; layer < ctx.cache().n_layers(); ++layer) largest = std::max(largest, ctx.cache().n_tokens(layer));
+    for (int layer = 0; layer < ctx.cache().n_layers(); ++layer)
+      largest = std::max(largest, ctx.cache().n_tokens(layer));
     last_row_.reset(ctx.config(), largest + 1, ctx.n_past());
   }
 
@@ -57,7 +58,8 @@ class TovaPress final : public ScorerPress {
 }  // namespace
 
 PressInfo tova_press() {
-  return {"tova", "the last query's attention ranks tokens; decode evicts the least attended token each step",
+  return {"tova",
+          "the last query's attention ranks tokens; decode evicts the least attended token each step",
           {prefill_evict_option()},
           [](const PressOptions& o) { return std::make_unique<TovaPress>(block_eviction(o)); },
           {.block_eviction = BlockEviction::Option,
