@@ -216,14 +216,15 @@ void Session::reserve_decode_pages() {
 
 const float* Session::decode(int32_t token) {
   check_not_prefilling("decode");
-  const float* logits = forward_.run(&token, 1, n_past_, cache_, pool_);
+  // The output projection writes straight into last_logits_: no copy per step.
+  last_logits_.resize(size_t(model_.config().n_vocab));
+  forward_.run(&token, 1, n_past_, cache_, pool_, false, last_logits_.data());
   ++n_past_;
   history_.push_back(token);
   if (press_) {
     ProfileScope prof(ProfOp::PressHooks);
     timed(&Press::after_decode_step);
   }
-  last_logits_.assign(logits, logits + model_.config().n_vocab);
   return last_logits_.data();
 }
 

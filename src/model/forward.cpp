@@ -79,8 +79,8 @@ Forward::Forward(const Model& model, int max_block) : model_(model), max_block_(
   logits_.resize(b * c.n_vocab);
 }
 
-const float* Forward::run(const int32_t* tokens, int n, int64_t pos0, KvCache& cache, ThreadPool& pool,
-                          bool all_logits) {
+const float* Forward::run(const int32_t* tokens, int n, int64_t pos0, KvCache& cache, ThreadPool& pool, bool all_logits,
+                          float* last_logits_out) {
   const ModelConfig& c = model_.config();
   if (n < 1 || n > max_block_) fail("forward block of {} tokens outside [1, {}]", n, max_block_);
   {
@@ -92,7 +92,7 @@ const float* Forward::run(const int32_t* tokens, int n, int64_t pos0, KvCache& c
                      c.dim);
     }
   }
-  return run_embedded(n, pos0, cache, pool, nullptr, all_logits);
+  return run_embedded(n, pos0, cache, pool, nullptr, all_logits, last_logits_out);
 }
 
 const float* Forward::run_rows(const float* x, int n, int64_t pos0, KvCache& cache, ThreadPool& pool,
@@ -105,7 +105,7 @@ const float* Forward::run_rows(const float* x, int n, int64_t pos0, KvCache& cac
 }
 
 const float* Forward::run_embedded(int n, int64_t pos0, KvCache& cache, ThreadPool& pool, const LoraAdapter* lora,
-                                   bool all_logits) {
+                                   bool all_logits, float* last_logits_out) {
   const ModelConfig& c = model_.config();
   for (int t = 0; t < n; ++t) positions_[t] = pos0 + t;
   for (int l = 0; l < c.n_layers; ++l) {
@@ -120,8 +120,9 @@ const float* Forward::run_embedded(int n, int64_t pos0, KvCache& cache, ThreadPo
       rmsnorm(&x_[size_t(t) * c.dim], model_.output_norm().data(), &xn_[size_t(t - first) * c.dim], c.dim, c.rms_eps);
   }
   ProfileScope prof(ProfOp::MatvecOutput);
-  linear(model_.output(), xn_.data(), rows, logits_.data(), pool);
-  return logits_.data();
+  float* out = all_logits || !last_logits_out ? logits_.data() : last_logits_out;
+  linear(model_.output(), xn_.data(), rows, out, pool);
+  return out;
 }
 
 void Forward::attention_block(int layer, int n, int64_t pos0, KvCache& cache, ThreadPool& pool,

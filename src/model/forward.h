@@ -21,9 +21,11 @@ class Forward {
 
   // Runs `n` tokens at positions pos0 .. pos0+n-1, appending their keys and values to `cache`.
   // Returns the logits of the last token (n_vocab floats), or, with all_logits, of every token
-  // ([n][n_vocab]); valid until the next call.
+  // ([n][n_vocab]); valid until the next call. With `last_logits_out` (n_vocab floats, ignored
+  // with all_logits) the output projection writes the last token's logits there and returns it:
+  // a caller that keeps them (a session's decode step) needs no copy.
   const float* run(const int32_t* tokens, int n, int64_t pos0, KvCache& cache, ThreadPool& pool,
-                   bool all_logits = false);
+                   bool all_logits = false, float* last_logits_out = nullptr);
   // The same for `n` rows given as embeddings (x is [n][dim]) instead of token ids, with `lora`
   // (may be null) added to the seven projections of these rows only (LookaheadKV's rows).
   const float* run_rows(const float* x, int n, int64_t pos0, KvCache& cache, ThreadPool& pool,
@@ -40,7 +42,7 @@ class Forward {
  private:
   // The layers and the output over the n rows already in x_.
   const float* run_embedded(int n, int64_t pos0, KvCache& cache, ThreadPool& pool, const LoraAdapter* lora,
-                            bool all_logits);
+                            bool all_logits, float* last_logits_out = nullptr);
   void attention_block(int layer, int n, int64_t pos0, KvCache& cache, ThreadPool& pool, const LoraAdapter* lora);
   void ffn_block(int layer, int n, ThreadPool& pool, const LoraAdapter* lora);
 
