@@ -14,7 +14,7 @@ case "${1:-}" in
   *) echo "usage: scripts/install-deps.sh [--build-only]" >&2; exit 2 ;;
 esac
 if [ $test_tools = 1 ]; then
-  packages+=(chromium clang  # the web page's test in headless Chromium; the fuzz build
+  packages+=(chromium clang clang-format  # the web page's test in headless Chromium; the fuzz build; the style check
              slurm-wlm munge nginx python3 python3-yaml  # the scale-out tests (docs/scale-out.md)
              python3-pytest python3-pandas python3-pip python3-setuptools python3-venv python3-wheel)  # the Python tests, pip install
 fi
