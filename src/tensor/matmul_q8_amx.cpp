@@ -36,6 +36,7 @@
 #include "tensor/isa_begin.h"
 #include "tensor/simd.h"
 #include "tensor/transpose16.h"
+#include "tensor/int8_gemm_driver.h"
 
 #if defined(__x86_64__) && defined(KVSLIM_HAS_AVX512F) && defined(KVSLIM_HAS_AVX512BW) && \
     defined(KVSLIM_HAS_AVX512VL) && defined(KVSLIM_HAS_AVX512VNNI)
@@ -271,8 +272,7 @@ bool amx_int8_usable() {
 void matmul_q8_amx(const WeightView& w, const float* x, int64_t n, float* y, ThreadPool& pool) {
   const int64_t k = w.cols;
   const int64_t nb = k / kQ8Block;
-  const bool has_mins =
-      w.type == DType::Q4_1 || w.type == DType::Q5_1 || w.type == DType::Q4_K || w.type == DType::Q5_K;
+  const bool has_mins = int8_has_mins(w.type);
   const int64_t n_xpanels = (n + kT - 1) / kT;
   const int64_t n_groups = (w.rows + kGroup * kR - 1) / (kGroup * kR);
   const size_t xpanel_bytes = static_cast<size_t>(nb) * kXBlockBytes;
@@ -280,7 +280,6 @@ void matmul_q8_amx(const WeightView& w, const float* x, int64_t n, float* y, Thr
   thread_local Scratch x_scratch;
   auto* xp = static_cast<uint8_t*>(x_scratch.get(static_cast<size_t>(n_xpanels) * xpanel_bytes));
 
-  const bool parallel = pool.size() > 1 && static_cast<double>(n) * w.rows * k > 2e6;
   auto pack = [&](int t, int nt) {
     for (int64_t p = n_xpanels * t / nt; p < n_xpanels * (t + 1) / nt; ++p) {
       pack_x_panel(x, n, k, p * kT, xp + p * xpanel_bytes);
@@ -352,13 +351,7 @@ void matmul_q8_amx(const WeightView& w, const float* x, int64_t n, float* y, Thr
     }
     release_tiles();
   };
-  if (parallel) {
-    pool.run_fn(pack);
-    pool.run_fn(compute);
-  } else {
-    pack(0, 1);
-    compute(0, 1);
-  }
+  pack_then_compute(pool, n, w.rows, k, pack, compute);
 }
 
 #else

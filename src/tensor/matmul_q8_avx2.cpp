@@ -38,6 +38,7 @@
 
 #include "tensor/isa_begin.h"
 #include "tensor/simd.h"
+#include "tensor/int8_gemm_driver.h"
 
 #if defined(KVSLIM_HAS_AVX2) && defined(KVSLIM_HAS_FMA) && !defined(KVSLIM_HAS_AVX512VNNI)
 #define KVSLIM_Q8_GEMM_AVX2 1
@@ -267,63 +268,16 @@ void micro_kernel(const uint8_t* xp, const uint8_t* wp, int64_t nbk, float* c, i
 
 template <class T>
 void gemm(const WeightView& w, const float* x, int64_t n, float* y, ThreadPool& pool) {
-  constexpr int kMR = T::kMR, kNR = T::kNR;
-  const int64_t k = w.cols;
-  const int64_t nb = k / kQ8Block;
   const int offset = level_offset(w.type);
-  const int64_t n_xpanels = (n + kMR - 1) / kMR;
-  const int64_t n_wpanels = (w.rows + kNR - 1) / kNR;
-  const size_t xpanel_bytes = static_cast<size_t>(nb) * T::kXBlockBytes;
-
-  thread_local Scratch x_scratch;
-  auto* xp = static_cast<uint8_t*>(x_scratch.get(static_cast<size_t>(n_xpanels) * xpanel_bytes));
-
-  const bool parallel = pool.size() > 1 && static_cast<double>(n) * w.rows * k > 2e6;
-  auto pack = [&](int t, int nt) {
-    for (int64_t p = n_xpanels * t / nt; p < n_xpanels * (t + 1) / nt; ++p) {
-      pack_x_panel<T>(x, n, k, p * kMR, offset, xp + p * xpanel_bytes);
-    }
-  };
-  // Weight panels go out in chunks of up to 4 (about 4 chunks per thread at least).
-  ChunkQueue queue(n_wpanels, std::clamp<int64_t>(n_wpanels / (4 * pool.size()), 1, 4));
-  auto compute = [&](int, int) {
-    thread_local Scratch w_scratch;
-    auto* wp = static_cast<uint8_t*>(w_scratch.get(static_cast<size_t>(kKB) * T::kWBlockBytes));
-    int64_t p0, p1;
-    while (queue.pop(p0, p1)) {
-      for (int64_t b0 = 0; b0 < nb; b0 += kKB) {
-        const int64_t nbk = std::min(kKB, nb - b0);
-        for (int64_t p = p0; p < p1; ++p) {
-          const int64_t r0 = p * kNR;
-          const int nr = static_cast<int>(std::min<int64_t>(kNR, w.rows - r0));
-          pack_w_panel<T>(w, r0, b0, nbk, offset, wp);
-          // The panel after this one: the next in this slice, or the first of the next slice.
-          int64_t next_r0 = r0 + kNR, next_b0 = b0, next_nbk = nbk;
-          if (p + 1 >= p1) {
-            next_r0 = p0 * kNR;
-            next_b0 = b0 + kKB;
-            next_nbk = std::min(kKB, nb - next_b0);
-          }
-          const PanelPrefetcher prefetcher(w, next_r0, next_b0 < nb ? std::min(w.rows, next_r0 + kNR) : next_r0,
-                                           next_b0 * kQ8Block, next_b0 < nb ? next_nbk * kQ8Block : 0, n_xpanels);
-          for (int64_t xpi = 0; xpi < n_xpanels; ++xpi) {
-            const int64_t t0 = xpi * kMR;
-            const int mt = static_cast<int>(std::min<int64_t>(kMR, n - t0));
-            micro_kernel<T>(xp + xpi * xpanel_bytes + b0 * T::kXBlockBytes, wp, nbk, y + t0 * w.rows + r0, w.rows, mt,
-                            nr, b0 == 0);
-            prefetcher.part(xpi);
-          }
-        }
-      }
-    }
-  };
-  if (parallel) {
-    pool.run_fn(pack);
-    pool.run_fn(compute);
-  } else {
-    pack(0, 1);
-    compute(0, 1);
-  }
+  int8_gemm<T::kMR, T::kNR, T::kXBlockBytes, T::kWBlockBytes>(
+      w, x, n, y, pool,
+      [offset](const float* x, int64_t n, int64_t k, int64_t t0, uint8_t* dst) {
+        pack_x_panel<T>(x, n, k, t0, offset, dst);
+      },
+      [offset](const WeightView& w, int64_t r0, int64_t b0, int64_t nbk, uint8_t* dst) {
+        pack_w_panel<T>(w, r0, b0, nbk, offset, dst);
+      },
+      micro_kernel<T>);
 }
 
 }  // namespace

@@ -30,6 +30,7 @@
 
 #include "tensor/isa_begin.h"
 #include "tensor/simd.h"
+#include "tensor/int8_gemm_driver.h"
 
 #if defined(KVSLIM_HAS_NEON_DOTPROD)
 #define KVSLIM_Q8_GEMM_NEON 1
@@ -292,74 +293,18 @@ inline void micro_kernel(const uint8_t* xp, const uint8_t* wp, int64_t nbk, floa
   if constexpr (T::kG == 4) micro_kernel_sdot<T, kMins>(xp, wp, nbk, c, ldc, mt, nr, first);
 }
 
-// The driver of matmul_q8_avx2.cpp's gemm: X packed once (threads split the token panels),
-// then chunks of weight panels from a queue, each repacked per K slice and run against every
-// token panel while the next panel's weights are prefetched.
 template <class T>
 void gemm(const WeightView& w, const float* x, int64_t n, float* y, ThreadPool& pool) {
-  constexpr int kMR = T::kMR, kNR = T::kNR;
-  const int64_t k = w.cols;
-  const int64_t nb = k / kQ8Block;
-  const bool has_mins =
-      w.type == DType::Q4_1 || w.type == DType::Q5_1 || w.type == DType::Q4_K || w.type == DType::Q5_K;
-  const int64_t n_xpanels = (n + kMR - 1) / kMR;
-  const int64_t n_wpanels = (w.rows + kNR - 1) / kNR;
-  const size_t xpanel_bytes = static_cast<size_t>(nb) * T::kXBlockBytes;
-
-  thread_local Scratch x_scratch;
-  auto* xp = static_cast<uint8_t*>(x_scratch.get(static_cast<size_t>(n_xpanels) * xpanel_bytes));
-
-  const bool parallel = pool.size() > 1 && static_cast<double>(n) * w.rows * k > 2e6;
-  auto pack = [&](int t, int nt) {
-    for (int64_t p = n_xpanels * t / nt; p < n_xpanels * (t + 1) / nt; ++p) {
-      pack_x_panel<T>(x, n, k, p * kMR, xp + p * xpanel_bytes);
-    }
-  };
-  // Weight panels go out in chunks of up to 4 (about 4 chunks per thread at least).
-  ChunkQueue queue(n_wpanels, std::clamp<int64_t>(n_wpanels / (4 * pool.size()), 1, 4));
-  auto compute = [&](int, int) {
-    thread_local Scratch w_scratch;
-    auto* wp = static_cast<uint8_t*>(w_scratch.get(static_cast<size_t>(kKB) * T::kWBlockBytes));
-    int64_t p0, p1;
-    while (queue.pop(p0, p1)) {
-      for (int64_t b0 = 0; b0 < nb; b0 += kKB) {
-        const int64_t nbk = std::min(kKB, nb - b0);
-        for (int64_t p = p0; p < p1; ++p) {
-          const int64_t r0 = p * kNR;
-          const int nr = static_cast<int>(std::min<int64_t>(kNR, w.rows - r0));
-          pack_w_panel<T>(w, r0, b0, nbk, wp);
-          // The panel after this one: the next in this slice, or the first of the next slice.
-          int64_t next_r0 = r0 + kNR, next_b0 = b0, next_nbk = nbk;
-          if (p + 1 >= p1) {
-            next_r0 = p0 * kNR;
-            next_b0 = b0 + kKB;
-            next_nbk = std::min(kKB, nb - next_b0);
-          }
-          const PanelPrefetcher prefetcher(w, next_r0, next_b0 < nb ? std::min(w.rows, next_r0 + kNR) : next_r0,
-                                           next_b0 * kQ8Block, next_b0 < nb ? next_nbk * kQ8Block : 0, n_xpanels);
-          for (int64_t xpi = 0; xpi < n_xpanels; ++xpi) {
-            const int64_t t0 = xpi * kMR;
-            const int mt = static_cast<int>(std::min<int64_t>(kMR, n - t0));
-            const uint8_t* xpb = xp + xpi * xpanel_bytes + b0 * T::kXBlockBytes;
-            float* c = y + t0 * w.rows + r0;
-            if (has_mins) {
-              micro_kernel<T, true>(xpb, wp, nbk, c, w.rows, mt, nr, b0 == 0);
-            } else {
-              micro_kernel<T, false>(xpb, wp, nbk, c, w.rows, mt, nr, b0 == 0);
-            }
-            prefetcher.part(xpi);
-          }
+  const bool has_mins = int8_has_mins(w.type);
+  int8_gemm<T::kMR, T::kNR, T::kXBlockBytes, T::kWBlockBytes>(
+      w, x, n, y, pool, pack_x_panel<T>, pack_w_panel<T>,
+      [has_mins](const uint8_t* xp, const uint8_t* wp, int64_t nbk, float* c, int64_t ldc, int mt, int nr, bool first) {
+        if (has_mins) {
+          micro_kernel<T, true>(xp, wp, nbk, c, ldc, mt, nr, first);
+        } else {
+          micro_kernel<T, false>(xp, wp, nbk, c, ldc, mt, nr, first);
         }
-      }
-    }
-  };
-  if (parallel) {
-    pool.run_fn(pack);
-    pool.run_fn(compute);
-  } else {
-    pack(0, 1);
-    compute(0, 1);
-  }
+      });
 }
 
 }  // namespace
