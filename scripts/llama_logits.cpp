@@ -3,11 +3,11 @@
 // existing llama.cpp build (libllama and its headers); not part of kvslim's build.
 //
 //   llama_logits MODEL --tokens 1,2,3 [--positions 0,2] [--greedy N] [--ctx N]
+//   llama_logits MODEL --prompt TEXT ...   (tokenized by llama.cpp, BOS as the vocabulary says)
 //
-// Prints `logits POS v0 v1 ...` (every vocabulary entry, %.9g) for each requested position of
-// the prompt, then `greedy t1 ... tN`: argmax decoding after the prompt, no stop at EOS. The KV
-// cache is f32 and flash attention is off, so only llama.cpp's own arithmetic differs from an
-// exact forward pass.
+// Prints `prompt ID...` (with --prompt), `logits POS v0 v1 ...` (every vocabulary entry, %.9g) for each requested
+// position of the prompt, then `greedy t1 ... tN`: argmax decoding after the prompt, no stop at EOS. The KV cache is
+// f32 and flash attention is off, so only llama.cpp's own arithmetic differs from an exact forward pass.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -40,15 +40,19 @@ void quiet(ggml_log_level, const char*, void*) {}
 
 int main(int argc, char** argv) {
   if (argc < 4) {
-    std::fprintf(stderr, "usage: %s MODEL --tokens 1,2,3 [--positions 0,2] [--greedy N] [--ctx N]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s MODEL --tokens 1,2,3|--prompt TEXT [--positions 0,2] [--greedy N] [--ctx N]\n",
+                 argv[0]);
     return 2;
   }
   const char* model_path = argv[1];
   std::vector<int> tokens, positions;
+  const char* prompt = nullptr;
   int greedy = 0, n_ctx = 0;
   for (int i = 2; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--tokens"))
       tokens = parse_ints(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--prompt"))
+      prompt = argv[i + 1];
     else if (!std::strcmp(argv[i], "--positions"))
       positions = parse_ints(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--greedy"))
@@ -60,10 +64,6 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  if (tokens.empty()) {
-    std::fprintf(stderr, "--tokens is empty\n");
-    return 2;
-  }
   llama_log_set(quiet, nullptr);
   llama_backend_init();
   llama_model_params mp = llama_model_default_params();
@@ -71,6 +71,23 @@ int main(int argc, char** argv) {
   if (!model) {
     std::fprintf(stderr, "cannot load %s\n", model_path);
     return 1;
+  }
+  if (prompt) {
+    std::vector<llama_token> ids(std::strlen(prompt) + 8);
+    const int n = llama_tokenize(llama_model_get_vocab(model), prompt, int(std::strlen(prompt)), ids.data(),
+                                 int(ids.size()), /*add_special=*/true, /*parse_special=*/false);
+    if (n < 0) {
+      std::fprintf(stderr, "cannot tokenize the prompt\n");
+      return 1;
+    }
+    tokens.assign(ids.begin(), ids.begin() + n);
+    std::printf("prompt");
+    for (int id : tokens) std::printf(" %d", id);
+    std::printf("\n");
+  }
+  if (tokens.empty()) {
+    std::fprintf(stderr, "give --tokens or --prompt\n");
+    return 2;
   }
   llama_context_params cp = llama_context_default_params();
   cp.n_ctx = n_ctx > 0 ? n_ctx : int(tokens.size()) + greedy;
