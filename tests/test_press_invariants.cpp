@@ -167,6 +167,52 @@ TEST_P(PressInvariants, KvBytesShrinkWithTheBudget) {
   EXPECT_LT(large.kv_bytes_after_prefill, full.kv_bytes_after_prefill);
 }
 
+// Phi-3 (fused projections, partial RoPE with LongRoPE factors) and SmolLM3 (NoPE layers): a
+// budget covering the request is still identical to full, kept tokens follow the method's rule
+// and the run is deterministic.
+TEST_P(PressInvariants, HoldOnPhi3AndSmolLM3) {
+  const Rule rule = budget_rule(GetParam());
+  for (Arch arch : {Arch::Phi3, Arch::SmolLM3}) {
+    SCOPED_TRACE(arch_name(arch));
+    testing::TinyModel m;
+    m.arch = arch;
+    m.layers = 4;  // SmolLM3's fourth layer has no RoPE
+    const auto model = Model::load(testing::make_model(m));
+    const int n_prompt = 90, n_predict = 4, kv_heads = m.kv_heads, layers = m.layers;
+    const Outcome full = run(*model, "full", kNoBudget, n_prompt, n_predict);
+    const Outcome covering = run(*model, GetParam(), n_prompt + n_predict, n_prompt, n_predict);
+    EXPECT_EQ(covering.tokens, full.tokens);
+    EXPECT_EQ(covering.logits, full.logits);
+    const int64_t budget = 30;
+    const Outcome r = run(*model, GetParam(), budget, n_prompt, n_predict);
+    EXPECT_EQ(r.kept, run(*model, GetParam(), budget, n_prompt, n_predict).kept);
+    int64_t total = 0;
+    for (int l = 0; l < layers; ++l) {
+      int64_t layer_total = 0;
+      for (int h = 0; h < kv_heads; ++h) {
+        const auto& kept = r.kept[l * kv_heads + h];
+        if (rule == Rule::PerHead) {
+          EXPECT_LE(int64_t(kept.size()), budget) << "layer " << l;
+        }
+        if (rule == Rule::NoEviction) {
+          EXPECT_EQ(int64_t(kept.size()), n_prompt);
+        }
+        layer_total += int64_t(kept.size());
+      }
+      if (rule == Rule::PerLayer) {
+        EXPECT_LE(layer_total, kv_heads * budget) << "layer " << l;
+      }
+      total += layer_total;
+    }
+    if (rule == Rule::PerModel) {
+      EXPECT_LE(total, layers * kv_heads * budget);
+    }
+    if (rule == Rule::PerHead || rule == Rule::PerLayer || rule == Rule::PerModel) {
+      EXPECT_LT(total, int64_t(layers) * kv_heads * n_prompt) << "nothing evicted";
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(AllMethods, PressInvariants, ::testing::ValuesIn(registered_methods()),
                          [](const auto& info) { return info.param; });
 

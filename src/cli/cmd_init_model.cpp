@@ -23,7 +23,8 @@ void add_init_model_command(CLI::App& app) {
   c.ffn_dim = 768;
   c.context_length = 4096;
   CLI::App* cmd = app.add_subcommand("init-model", "write a model with random weights and a copied tokenizer");
-  cmd->add_option("--arch", opt->arch, "llama, qwen2 or qwen3")->capture_default_str();
+  cmd->add_option("--arch", opt->arch, "llama, qwen2, qwen3, phi3 (fused QKV and gate/up, LongRoPE) or smollm3")
+      ->capture_default_str();
   cmd->add_option("--layers", c.n_layers, "transformer blocks")->capture_default_str();
   cmd->add_option("--dim", c.dim, "embedding size")->capture_default_str();
   cmd->add_option("--heads", c.n_heads, "query heads")->capture_default_str();
@@ -38,6 +39,11 @@ void add_init_model_command(CLI::App& app) {
   cmd->add_flag("--tied", opt->spec.tied_output, "no output.weight: reuse the token embedding");
   cmd->add_flag("--rope-freqs", opt->spec.rope_freqs, "write a rope_freqs.weight tensor (Llama 3.1 style)");
   cmd->add_option("--seed", opt->spec.seed, "weight seed")->capture_default_str();
+  cmd->add_option("--weight-std", opt->spec.weight_std,
+                  "standard deviation of the matrices' entries (0: 1/sqrt(inputs), nearly flat logits)")
+      ->capture_default_str();
+  cmd->add_option("--rope-dims", opt->spec.rope_dims, "rotated dimensions per head (0: all; phi3: 3/4 of the head)")
+      ->capture_default_str();
   cmd->add_option("-o,--output", opt->out, "output GGUF path")->required();
   cmd->callback([opt] {
     opt->spec.config.arch = arch_from_name(opt->arch);

@@ -24,7 +24,7 @@ std::vector<float> plain_chunk_logits(const Model& model, ThreadPool& pool, cons
                                       int first, const PerplexityOptions& options) {
   const int ctx = int(chunk.size());
   PagedKvCache cache(kv_shape(model.config(), options.cache_type_k, options.cache_type_v), ctx, options.page_tokens);
-  Forward forward(model, std::min(options.batch, ctx));
+  Forward forward(model, std::min(options.batch, ctx), ctx);
   const size_t n_vocab = size_t(model.config().n_vocab);
   std::vector<float> logits;
   logits.reserve(size_t(ctx - first) * n_vocab);

@@ -28,7 +28,9 @@ FrozenModel<T>::FrozenModel(const Model& model) : config(model.config()) {
   rope.n_rot = config.n_rot;
   rope.base = config.rope_base;
   rope.neox = config.rope_neox();
-  rope.freq_factors = model.rope_freq_factors().empty() ? nullptr : model.rope_freq_factors().data();
+  const std::vector<float>& factors = model.rope_factors(0);
+  rope.freq_factors = factors.empty() ? nullptr : factors.data();
+  rope.attn_factor = config.rope_attn_factor;
   for (const LayerWeights& w : model.layers()) {
     FrozenLayer<T> l;
     l.attn_norm = converted<T>(w.attn_norm);

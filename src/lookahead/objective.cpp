@@ -14,8 +14,8 @@ using train::gemm;
 namespace {
 
 // RoPE of m rows at positions pos0 .. pos0+m-1, by +theta (sign 1) or -theta (sign -1, the
-// backward: the rotation is orthogonal). The same angles, pairing and factors as the inference
-// kernel rope_inplace (tensor/ops.h).
+// backward: the rotation is orthogonal, and its attn_factor scale symmetric). The same angles,
+// pairing and factors as the inference kernel rope_inplace (tensor/ops.h).
 template <class T>
 void rotate_rows(T* x, int m, int n_heads, int64_t pos0, const RopeConfig& c, int sign) {
   const int half = c.n_rot / 2;
@@ -24,8 +24,8 @@ void rotate_rows(T* x, int m, int n_heads, int64_t pos0, const RopeConfig& c, in
     for (int i = 0; i < half; ++i) {
       double theta = double(pos0 + t) * std::pow(double(c.base), -2.0 * i / c.n_rot);
       if (c.freq_factors) theta /= double(c.freq_factors[i]);
-      cs[i] = T(std::cos(theta));
-      sn[i] = T(sign * std::sin(theta));
+      cs[i] = T(std::cos(theta) * c.attn_factor);
+      sn[i] = T(sign * std::sin(theta) * c.attn_factor);
     }
     for (int h = 0; h < n_heads; ++h) {
       T* v = x + (int64_t(t) * n_heads + h) * c.head_dim;
@@ -138,8 +138,10 @@ void LookaheadObjective<T>::forward_layer(int l, const T* params, const PromptTa
     train::rmsnorm_forward(a.k_pre.data(), w.k_norm.data(), int64_t(m) * c.n_kv_heads, hd, eps, k,
                            sized(a.k_rstd, size_t(m) * c.n_kv_heads), pool);
   }
-  rotate_rows(q, m, c.n_heads, n, base_.rope, 1);
-  rotate_rows(k, m, c.n_kv_heads, n, base_.rope, 1);
+  if (c.layer_has_rope(l)) {  // SmolLM3's NoPE layers leave q and k as projected
+    rotate_rows(q, m, c.n_heads, n, base_.rope, 1);
+    rotate_rows(k, m, c.n_kv_heads, n, base_.rope, 1);
+  }
 
   // Each KV head's keys and values: the prompt's, then the lookahead rows'.
   sized(a.kv_keys, size_t(c.n_kv_heads) * keys * hd);
@@ -289,8 +291,10 @@ double LookaheadObjective<T>::evaluate(const T* params, const PromptTarget<T>& t
     attention_backward(l, d_att,
                        std::vector<T>(d_sums.begin() + size_t(l) * H * n_, d_sums.begin() + size_t(l + 1) * H * n_), dq,
                        dk, dv, pool);
-    rotate_rows(dq.data(), m, H, n_, base_.rope, -1);
-    rotate_rows(dk.data(), m, c.n_kv_heads, n_, base_.rope, -1);
+    if (c.layer_has_rope(l)) {
+      rotate_rows(dq.data(), m, H, n_, base_.rope, -1);
+      rotate_rows(dk.data(), m, c.n_kv_heads, n_, base_.rope, -1);
+    }
     if (!w.q_norm.empty()) {
       dq_pre.assign(dq.size(), T(0));
       dk_pre.assign(dk.size(), T(0));

@@ -9,6 +9,8 @@ const char* arch_name(Arch arch) {
     case Arch::Llama: return "llama";
     case Arch::Qwen2: return "qwen2";
     case Arch::Qwen3: return "qwen3";
+    case Arch::Phi3: return "phi3";
+    case Arch::SmolLM3: return "smollm3";
   }
   return "?";
 }
@@ -17,7 +19,9 @@ Arch arch_from_name(const std::string& name) {
   if (name == "llama") return Arch::Llama;
   if (name == "qwen2") return Arch::Qwen2;
   if (name == "qwen3") return Arch::Qwen3;
-  fail("unsupported architecture '{}' (supported: llama, qwen2, qwen3)", name);
+  if (name == "phi3") return Arch::Phi3;
+  if (name == "smollm3") return Arch::SmolLM3;
+  fail("unsupported architecture '{}' (supported: llama, qwen2, qwen3, phi3, smollm3)", name);
 }
 
 namespace {
@@ -27,6 +31,21 @@ int positive_int(const gguf::File& file, const std::string& key, uint64_t limit 
   if (value == 0 || value > limit)
     fail("{}: metadata '{}' = {} is out of range [1, {}]", file.path(), key, value, limit);
   return static_cast<int>(value);
+}
+
+// The keys phi3 and smollm3 add (read for every architecture: absent keys leave the defaults).
+void read_phi3_smollm3_keys(const gguf::File& file, const std::string& p, ModelConfig& c) {
+  c.rope_attn_factor = static_cast<float>(file.get_float_opt(p + "rope.scaling.attn_factor").value_or(1.0));
+  if (!(c.rope_attn_factor > 0)) fail("{}: metadata '{}rope.scaling.attn_factor' must be positive", file.path(), p);
+  c.rope_original_context = file.get_uint_opt(p + "rope.scaling.original_context_length")
+                                ? positive_int(file, p + "rope.scaling.original_context_length", 1u << 24)
+                                : c.context_length;
+  c.sliding_window =
+      file.get_uint_opt(p + "attention.sliding_window") ? int(file.get_uint(p + "attention.sliding_window")) : 0;
+  // llama.cpp fixes SmolLM3's interval at 4 (the value of its config.json); the converter writes no key.
+  c.no_rope_layer_step = c.arch == Arch::SmolLM3 ? 4 : 0;
+  if (c.arch == Arch::SmolLM3 && c.n_rot != c.head_dim)
+    fail("{}: smollm3 needs rope.dimension_count {} equal to the head size {}", file.path(), c.n_rot, c.head_dim);
 }
 
 }  // namespace
@@ -62,10 +81,12 @@ ModelConfig ModelConfig::from_gguf(const gguf::File& file) {
   c.rms_eps = static_cast<float>(file.get_float_opt(p + "attention.layer_norm_rms_epsilon").value_or(1e-5));
   c.rope_base = static_cast<float>(file.get_float_opt(p + "rope.freq_base").value_or(10000.0));
   if (!(c.rms_eps > 0) || !(c.rope_base > 0)) fail("{}: rms epsilon and rope.freq_base must be positive", file.path());
-  // llama3 scaling is carried by the rope_freqs.weight tensor, read with the weights.
+  // llama3 scaling is carried by the rope_freqs.weight tensor, Phi-3's LongRoPE by the
+  // rope_factors_long/short tensors; both are read with the weights.
   const std::string scaling = file.get_string_opt(p + "rope.scaling.type").value_or("none");
-  if (scaling != "none" && scaling != "llama3")
-    fail("{}: unsupported rope.scaling.type '{}' (supported: none, llama3)", file.path(), scaling);
+  if (scaling != "none" && scaling != "llama3" && scaling != "longrope")
+    fail("{}: unsupported rope.scaling.type '{}' (supported: none, llama3, longrope)", file.path(), scaling);
+  read_phi3_smollm3_keys(file, p, c);
   return c;
 }
 
@@ -85,6 +106,10 @@ void ModelConfig::to_gguf(gguf::Writer& w) const {
   w.set(p + "context_length", Value::of_u32(context_length));
   w.set(p + "attention.layer_norm_rms_epsilon", Value::of_f32(rms_eps));
   w.set(p + "rope.freq_base", Value::of_f32(rope_base));
+  if (arch == "phi3") {
+    w.set(p + "rope.scaling.attn_factor", Value::of_f32(rope_attn_factor));
+    w.set(p + "rope.scaling.original_context_length", Value::of_u32(rope_original_context));
+  }
 }
 
 KvShape kv_shape(const ModelConfig& c, DType key_type, DType value_type) {

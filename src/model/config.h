@@ -9,7 +9,7 @@
 
 namespace kvslim {
 
-enum class Arch { Llama, Qwen2, Qwen3 };
+enum class Arch { Llama, Qwen2, Qwen3, Phi3, SmolLM3 };
 const char* arch_name(Arch arch);
 Arch arch_from_name(const std::string& name);  // throws, listing the supported ones
 
@@ -26,11 +26,25 @@ struct ModelConfig {
   int context_length = 0;
   float rms_eps = 1e-5f;
   float rope_base = 10000.0f;
+  // Phi-3 (LongRoPE): the factor multiplying the rotated pairs (rope.scaling.attn_factor, 1 when
+  // absent) and the context up to which the short factor tensor applies, beyond it the long one
+  // (rope.scaling.original_context_length, context_length when absent), as llama.cpp chooses.
+  float rope_attn_factor = 1.0f;
+  int rope_original_context = 0;
+  // attention.sliding_window as stored (0: none). Phi-3-mini files carry one; llama.cpp ignores
+  // it for phi3 (full attention), and so does kvslim, to compute the same function.
+  int sliding_window = 0;
+  // SmolLM3: every no_rope_layer_step-th layer (1-based) has no RoPE; 0: every layer rotates.
+  int no_rope_layer_step = 0;
 
   int group_size() const { return n_heads / n_kv_heads; }
   int q_dim() const { return n_heads * head_dim; }
   int kv_dim() const { return n_kv_heads * head_dim; }
-  bool rope_neox() const { return arch != Arch::Llama; }  // qwen2/qwen3 rotate split halves
+  // qwen2/qwen3/phi3 rotate split halves, llama and smollm3 adjacent pairs.
+  bool rope_neox() const { return arch != Arch::Llama && arch != Arch::SmolLM3; }
+  bool layer_has_rope(int layer) const { return no_rope_layer_step == 0 || (layer + 1) % no_rope_layer_step != 0; }
+  // Phi-3 stores q/k/v as one attn_qkv tensor and gate/up as one ffn_up of 2 x ffn rows.
+  bool fused_projections() const { return arch == Arch::Phi3; }
   bool has_qkv_bias() const { return arch == Arch::Qwen2; }
   bool has_qk_norm() const { return arch == Arch::Qwen3; }
 

@@ -59,13 +59,15 @@ void norm_heads(float* x, int n_rows, int head_dim, const std::vector<float>& we
 
 }  // namespace
 
-Forward::Forward(const Model& model, int max_block) : model_(model), max_block_(max_block) {
+Forward::Forward(const Model& model, int max_block, int64_t n_ctx) : model_(model), max_block_(max_block) {
   const ModelConfig& c = model.config();
   rope_.head_dim = c.head_dim;
   rope_.n_rot = c.n_rot;
   rope_.base = c.rope_base;
   rope_.neox = c.rope_neox();
-  rope_.freq_factors = model.rope_freq_factors().empty() ? nullptr : model.rope_freq_factors().data();
+  const std::vector<float>& factors = model.rope_factors(n_ctx);
+  rope_.freq_factors = factors.empty() ? nullptr : factors.data();
+  rope_.attn_factor = c.rope_attn_factor;
   const size_t b = max_block;
   positions_.resize(b);
   x_.resize(b * c.dim);
@@ -146,7 +148,7 @@ void Forward::attention_block(int layer, int n, int64_t pos0, KvCache& cache, Th
     ProfileScope prof(ProfOp::Rope);
     norm_heads(q_.data(), n * c.n_heads, c.head_dim, w.q_norm, c.rms_eps);
     norm_heads(k_.data(), n * c.n_kv_heads, c.head_dim, w.k_norm, c.rms_eps);
-    for (int t = 0; t < n; ++t) {
+    for (int t = 0; t < n && c.layer_has_rope(layer); ++t) {
       rope_inplace(&q_[size_t(t) * c.q_dim()], c.n_heads, pos0 + t, rope_);
       rope_inplace(&k_[size_t(t) * c.kv_dim()], c.n_kv_heads, pos0 + t, rope_);
     }

@@ -17,7 +17,9 @@ namespace kvslim {
 
 class Forward {
  public:
-  Forward(const Model& model, int max_block);
+  // n_ctx: the context the caller runs in, which picks Phi-3's long or short RoPE factors as
+  // llama.cpp does (0: the model's trained context).
+  Forward(const Model& model, int max_block, int64_t n_ctx = 0);
 
   // Runs `n` tokens at positions pos0 .. pos0+n-1, appending their keys and values to `cache`.
   // Returns the logits of the last token (n_vocab floats), or, with all_logits, of every token

@@ -54,6 +54,38 @@ class TensorLoader {
   const gguf::File& file_;
 };
 
+// Rows [first, first + count) of a matrix: the parts of a fused tensor, views into its rows.
+WeightView row_slice(const WeightView& w, int64_t first, int64_t count) {
+  return WeightView{w.type, w.row(first), count, w.cols};
+}
+
+// Q, K and V: separate tensors, or one attn_qkv of q_dim + 2 kv_dim rows (Phi-3) split in that order.
+void load_qkv(const TensorLoader& loader, const std::string& p, const ModelConfig& c, LayerWeights& w) {
+  if (!loader.find(p + "attn_qkv.weight")) {
+    w.wq = loader.matrix(p + "attn_q.weight", c.dim, c.q_dim());
+    w.wk = loader.matrix(p + "attn_k.weight", c.dim, c.kv_dim());
+    w.wv = loader.matrix(p + "attn_v.weight", c.dim, c.kv_dim());
+    return;
+  }
+  const WeightView qkv = loader.matrix(p + "attn_qkv.weight", c.dim, c.q_dim() + 2 * c.kv_dim());
+  w.wq = row_slice(qkv, 0, c.q_dim());
+  w.wk = row_slice(qkv, c.q_dim(), c.kv_dim());
+  w.wv = row_slice(qkv, c.q_dim() + c.kv_dim(), c.kv_dim());
+}
+
+// Gate and up: separate tensors, or (Phi-3) one ffn_up of 2 ffn rows, the gate first, as
+// llama.cpp's swiglu of the fused product takes them.
+void load_gate_up(const TensorLoader& loader, const std::string& p, const ModelConfig& c, LayerWeights& w) {
+  if (!c.fused_projections()) {
+    w.w_gate = loader.matrix(p + "ffn_gate.weight", c.dim, c.ffn_dim);
+    w.w_up = loader.matrix(p + "ffn_up.weight", c.dim, c.ffn_dim);
+    return;
+  }
+  const WeightView gate_up = loader.matrix(p + "ffn_up.weight", c.dim, 2 * int64_t(c.ffn_dim));
+  w.w_gate = row_slice(gate_up, 0, c.ffn_dim);
+  w.w_up = row_slice(gate_up, c.ffn_dim, c.ffn_dim);
+}
+
 }  // namespace
 
 std::unique_ptr<Model> Model::load(const std::string& path) {
@@ -73,14 +105,21 @@ std::unique_ptr<Model> Model::load(const std::string& path) {
   m.output_tied_ = loader.find("output.weight") == nullptr;
   m.output_ = m.output_tied_ ? m.token_embd_ : loader.matrix("output.weight", c.dim, c.n_vocab);
   if (loader.find("rope_freqs.weight")) m.rope_freqs_ = loader.vector("rope_freqs.weight", c.n_rot / 2);
+  // Phi-3's LongRoPE factors come in pairs; a long-context file (original context below the
+  // trained one) cannot run without them.
+  if (loader.find("rope_factors_long.weight") || loader.find("rope_factors_short.weight")) {
+    m.rope_factors_long_ = loader.vector("rope_factors_long.weight", c.n_rot / 2);
+    m.rope_factors_short_ = loader.vector("rope_factors_short.weight", c.n_rot / 2);
+  } else if (c.arch == Arch::Phi3 && c.rope_original_context < c.context_length) {
+    fail("{}: missing tensor 'rope_factors_long.weight' (rope.scaling.original_context_length {} < context_length {})",
+         path, c.rope_original_context, c.context_length);
+  }
 
   for (int l = 0; l < c.n_layers; ++l) {
     const std::string p = fmt::format("blk.{}.", l);
     LayerWeights w;
     w.attn_norm = loader.vector(p + "attn_norm.weight", c.dim);
-    w.wq = loader.matrix(p + "attn_q.weight", c.dim, c.q_dim());
-    w.wk = loader.matrix(p + "attn_k.weight", c.dim, c.kv_dim());
-    w.wv = loader.matrix(p + "attn_v.weight", c.dim, c.kv_dim());
+    load_qkv(loader, p, c, w);
     w.wo = loader.matrix(p + "attn_output.weight", c.q_dim(), c.dim);
     if (c.has_qkv_bias()) {
       w.bq = loader.vector(p + "attn_q.bias", c.q_dim());
@@ -92,8 +131,7 @@ std::unique_ptr<Model> Model::load(const std::string& path) {
       w.k_norm = loader.vector(p + "attn_k_norm.weight", c.head_dim);
     }
     w.ffn_norm = loader.vector(p + "ffn_norm.weight", c.dim);
-    w.w_gate = loader.matrix(p + "ffn_gate.weight", c.dim, c.ffn_dim);
-    w.w_up = loader.matrix(p + "ffn_up.weight", c.dim, c.ffn_dim);
+    load_gate_up(loader, p, c, w);
     w.w_down = loader.matrix(p + "ffn_down.weight", c.ffn_dim, c.dim);
     m.layers_.push_back(std::move(w));
   }
@@ -101,6 +139,12 @@ std::unique_ptr<Model> Model::load(const std::string& path) {
   if (m.tokenizer_->n_vocab() > c.n_vocab)
     fail("{}: tokenizer has {} tokens but token_embd.weight only {} rows", path, m.tokenizer_->n_vocab(), c.n_vocab);
   return model;
+}
+
+const std::vector<float>& Model::rope_factors(int64_t n_ctx) const {
+  if (!rope_freqs_.empty() || rope_factors_long_.empty()) return rope_freqs_;
+  const int64_t ctx = n_ctx > 0 ? n_ctx : config_.context_length;
+  return ctx > config_.rope_original_context ? rope_factors_long_ : rope_factors_short_;
 }
 
 uint64_t Model::weight_bytes() const {

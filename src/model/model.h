@@ -36,6 +36,10 @@ class Model {
   bool output_is_tied() const { return output_tied_; }
   const std::vector<float>& output_norm() const { return output_norm_; }
   const std::vector<float>& rope_freq_factors() const { return rope_freqs_; }  // empty: none
+  // The RoPE frequency factors for a context of n_ctx tokens (0: the trained context_length):
+  // rope_freqs, else Phi-3's long factors beyond rope.scaling.original_context_length and the
+  // short ones up to it (llama.cpp's choice by the context size); empty: none.
+  const std::vector<float>& rope_factors(int64_t n_ctx) const;
 
   uint64_t weight_bytes() const;
   // f32 K and V of one token over all layers.
@@ -48,7 +52,7 @@ class Model {
   std::unique_ptr<Tokenizer> tokenizer_;
   WeightView token_embd_, output_;
   bool output_tied_ = false;
-  std::vector<float> output_norm_, rope_freqs_;
+  std::vector<float> output_norm_, rope_freqs_, rope_factors_long_, rope_factors_short_;
   std::vector<LayerWeights> layers_;
 };
 

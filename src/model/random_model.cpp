@@ -1,5 +1,6 @@
 #include "model/random_model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <thread>
@@ -21,6 +22,10 @@ void validate(const RandomModelSpec& spec) {
   if (c.n_heads % c.n_kv_heads != 0) fail("--heads {} is not a multiple of --kv-heads {}", c.n_heads, c.n_kv_heads);
   if (c.dim % c.n_heads != 0) fail("--dim {} is not a multiple of --heads {}", c.dim, c.n_heads);
   if (c.head_dim % 2 != 0) fail("the head size dim/heads = {} must be even for RoPE", c.head_dim);
+  if (c.n_rot < 2 || c.n_rot > c.head_dim || c.n_rot % 2 != 0)
+    fail("--rope-dims {} must be even and in [2, head size {}]", c.n_rot, c.head_dim);
+  if (c.arch == Arch::SmolLM3 && c.n_rot != c.head_dim) fail("smollm3 rotates whole heads: --rope-dims must be 0");
+  if (!(spec.weight_std >= 0) || spec.weight_std > 100) fail("--weight-std {} must be in [0, 100]", spec.weight_std);
   const int64_t block = dtype_block_size(spec.type);
   if (c.dim % block != 0 || c.ffn_dim % block != 0 || c.q_dim() % block != 0)
     fail("{} needs dim, ffn and heads*head_dim to be multiples of {}", dtype_name(spec.type), block);
@@ -28,12 +33,13 @@ void validate(const RandomModelSpec& spec) {
   if (!(c.rope_base > 0)) fail("--rope-base must be > 0");
 }
 
-// Uniform weights with standard deviation 1/sqrt(cols), so activations stay O(1) through the
-// layers. Each row has its own generator, so the file does not depend on the thread count.
-std::vector<uint8_t> random_matrix(DType type, int64_t rows, int64_t cols, uint64_t seed, ThreadPool& pool) {
+// Uniform weights with standard deviation `std`, by default 1/sqrt(cols), so activations stay
+// O(1) through the layers. Each row has its own generator, so the file does not depend on the
+// thread count.
+std::vector<uint8_t> random_matrix(DType type, int64_t rows, int64_t cols, float std, uint64_t seed, ThreadPool& pool) {
   const size_t bytes_per_row = row_bytes(type, cols);
   std::vector<uint8_t> bytes(bytes_per_row * rows);
-  const float half_width = std::sqrt(3.0f / float(cols));
+  const float half_width = std > 0 ? std * std::sqrt(3.0f) : std::sqrt(3.0f / float(cols));
   pool.parallel_for(rows, [&](int64_t begin, int64_t end) {
     std::vector<float> row(cols);
     for (int64_t r = begin; r < end; ++r) {
@@ -74,7 +80,16 @@ void write_random_model(const RandomModelSpec& spec, const std::string& vocab_pa
   RandomModelSpec s = spec;
   ModelConfig& c = s.config;
   c.head_dim = c.n_heads > 0 ? c.dim / c.n_heads : 0;
-  c.n_rot = c.head_dim;
+  c.n_rot = s.rope_dims > 0 ? s.rope_dims : c.arch == Arch::Phi3 ? c.head_dim * 3 / 4 / 2 * 2 : c.head_dim;
+  if (c.arch == Arch::Phi3) {
+    // LongRoPE as Phi-3.5/Phi-4-mini carry it: trained at half the stored context, the
+    // attention factor of their config (sqrt(1 + ln(scale) / ln(original context))).
+    c.rope_original_context = std::max(1, c.context_length / 2);
+    c.rope_attn_factor = c.context_length > c.rope_original_context && c.rope_original_context > 1
+                             ? std::sqrt(1.0f + std::log(float(c.context_length) / float(c.rope_original_context)) /
+                                                    std::log(float(c.rope_original_context)))
+                             : 1.0f;
+  }
   validate(s);
 
   gguf::Writer w;
@@ -87,7 +102,7 @@ void write_random_model(const RandomModelSpec& spec, const std::string& vocab_pa
   const uint32_t type_id = ggml_type_id(s.type);
   auto matrix = [&](const std::string& name, int64_t cols, int64_t rows) {
     w.add_tensor(name, type_id, {uint64_t(cols), uint64_t(rows)},
-                 random_matrix(s.type, rows, cols, ++tensor_seed, pool));
+                 random_matrix(s.type, rows, cols, s.weight_std, ++tensor_seed, pool));
   };
   auto vector = [&](const std::string& name, int64_t n, float center, float spread) {
     w.add_tensor(name, ggml_type_id(DType::F32), {uint64_t(n)},
@@ -98,12 +113,20 @@ void write_random_model(const RandomModelSpec& spec, const std::string& vocab_pa
   vector("output_norm.weight", c.dim, 1.0f, 0.1f);
   if (!s.tied_output) matrix("output.weight", c.dim, c.n_vocab);
   if (s.rope_freqs) vector("rope_freqs.weight", c.n_rot / 2, 2.0f, 1.0f);
+  if (c.arch == Arch::Phi3) {  // factors dividing the angles: long ones stretch more
+    vector("rope_factors_long.weight", c.n_rot / 2, 4.0f, 3.0f);
+    vector("rope_factors_short.weight", c.n_rot / 2, 1.5f, 0.5f);
+  }
   for (int l = 0; l < c.n_layers; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
     vector(p + "attn_norm.weight", c.dim, 1.0f, 0.1f);
-    matrix(p + "attn_q.weight", c.dim, c.q_dim());
-    matrix(p + "attn_k.weight", c.dim, c.kv_dim());
-    matrix(p + "attn_v.weight", c.dim, c.kv_dim());
+    if (c.fused_projections()) {
+      matrix(p + "attn_qkv.weight", c.dim, c.q_dim() + 2 * c.kv_dim());
+    } else {
+      matrix(p + "attn_q.weight", c.dim, c.q_dim());
+      matrix(p + "attn_k.weight", c.dim, c.kv_dim());
+      matrix(p + "attn_v.weight", c.dim, c.kv_dim());
+    }
     matrix(p + "attn_output.weight", c.q_dim(), c.dim);
     if (c.has_qkv_bias()) {
       vector(p + "attn_q.bias", c.q_dim(), 0.0f, 0.1f);
@@ -115,8 +138,12 @@ void write_random_model(const RandomModelSpec& spec, const std::string& vocab_pa
       vector(p + "attn_k_norm.weight", c.head_dim, 1.0f, 0.1f);
     }
     vector(p + "ffn_norm.weight", c.dim, 1.0f, 0.1f);
-    matrix(p + "ffn_gate.weight", c.dim, c.ffn_dim);
-    matrix(p + "ffn_up.weight", c.dim, c.ffn_dim);
+    if (c.fused_projections()) {
+      matrix(p + "ffn_up.weight", c.dim, 2 * int64_t(c.ffn_dim));  // gate rows, then up rows
+    } else {
+      matrix(p + "ffn_gate.weight", c.dim, c.ffn_dim);
+      matrix(p + "ffn_up.weight", c.dim, c.ffn_dim);
+    }
     matrix(p + "ffn_down.weight", c.ffn_dim, c.dim);
   }
   w.write(out_path);

@@ -17,6 +17,11 @@ struct RandomModelSpec {
   DType type = DType::F16;   // type of every matrix; norms and biases stay f32
   bool tied_output = false;  // omit output.weight (the embedding is reused)
   bool rope_freqs = false;   // write a rope_freqs.weight factor tensor (Llama 3.1 style)
+  // Standard deviation of the matrices' entries; 0: 1/sqrt(inputs), which keeps activations O(1)
+  // and logits nearly flat. Larger values make greedy decoding decisive (parity tests).
+  float weight_std = 0.0f;
+  // Rotated dimensions per head; 0: the whole head, except phi3: 3/4 of it (Phi-4-mini's 96 of 128).
+  int rope_dims = 0;
   uint64_t seed = 1;
 };
 

@@ -280,8 +280,8 @@ void rope_inplace(float* x, int n_heads, int64_t pos, const RopeConfig& config) 
   for (int i = 0; i < half; ++i) {
     double theta = static_cast<double>(pos) * std::pow(base, -2.0 * i / n_rot);
     if (config.freq_factors != nullptr) theta /= static_cast<double>(config.freq_factors[i]);
-    cs[i] = static_cast<float>(std::cos(theta));
-    sn[i] = static_cast<float>(std::sin(theta));
+    cs[i] = static_cast<float>(std::cos(theta)) * config.attn_factor;
+    sn[i] = static_cast<float>(std::sin(theta)) * config.attn_factor;
   }
   for (int h = 0; h < n_heads; ++h) {
     float* v = x + static_cast<int64_t>(h) * head_dim;

@@ -69,8 +69,8 @@ float dot(const float* a, const float* b, int64_t n);
 int64_t indices_at_least(const float* values, int64_t n, float threshold, int32_t* out);
 
 // Rotary position embedding of `n_heads` consecutive vectors of `head_dim` floats at position
-// `pos`. Only the first `n_rot` dims of each head rotate. Pairing: adjacent (x[2i], x[2i+1]) for
-// `llama` (neox = false); split halves (x[i], x[i + n_rot/2]) for `qwen2`/`qwen3` (neox = true).
+// `pos`. Only the first `n_rot` dims of each head rotate. Pairing: adjacent (x[2i], x[2i+1]) for llama/smollm3
+// (neox = false); split halves (x[i], x[i + n_rot/2]) for qwen2/qwen3/phi3 (neox = true).
 // theta_i = pos * base^(-2i/n_rot) / freq_factors[i] (freq_factors may be null: all 1).
 struct RopeConfig {
   int head_dim = 0;
@@ -78,6 +78,7 @@ struct RopeConfig {
   float base = 10000.0f;
   bool neox = false;
   const float* freq_factors = nullptr;  // n_rot/2 entries (Llama 3.1's rope_freqs.weight)
+  float attn_factor = 1.0f;             // scales the rotated pairs (Phi-3's rope.scaling.attn_factor)
 };
 void rope_inplace(float* x, int n_heads, int64_t pos, const RopeConfig& config);
 
