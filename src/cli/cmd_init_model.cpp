@@ -23,7 +23,7 @@ void add_init_model_command(CLI::App& app) {
   c.ffn_dim = 768;
   c.context_length = 4096;
   CLI::App* cmd = app.add_subcommand("init-model", "write a model with random weights and a copied tokenizer");
-  cmd->add_option("--arch", opt->arch, "llama, qwen2 or qwen3")->capture_default_str();
+  cmd->add_option("--arch", opt->arch, "llama, qwen2, qwen3 or gemma3")->capture_default_str();
   cmd->add_option("--layers", c.n_layers, "transformer blocks")->capture_default_str();
   cmd->add_option("--dim", c.dim, "embedding size")->capture_default_str();
   cmd->add_option("--heads", c.n_heads, "query heads")->capture_default_str();
@@ -38,6 +38,11 @@ void add_init_model_command(CLI::App& app) {
   cmd->add_flag("--tied", opt->spec.tied_output, "no output.weight: reuse the token embedding");
   cmd->add_flag("--rope-freqs", opt->spec.rope_freqs, "write a rope_freqs.weight tensor (Llama 3.1 style)");
   cmd->add_option("--seed", opt->spec.seed, "weight seed")->capture_default_str();
+  cmd->add_option("--window", opt->spec.sliding_window, "gemma3: sliding window of the local layers (0: none)")
+      ->capture_default_str();
+  cmd->add_option("--swa-period", opt->spec.swa_period,
+                  "gemma3: every N-th layer is global (6, llama.cpp's default, is not written)")
+      ->capture_default_str();
   cmd->add_option("-o,--output", opt->out, "output GGUF path")->required();
   cmd->callback([opt] {
     opt->spec.config.arch = arch_from_name(opt->arch);

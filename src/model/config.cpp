@@ -1,5 +1,6 @@
 #include "model/config.h"
 
+#include "model/gemma3_config.h"
 #include "util/error.h"
 
 namespace kvslim {
@@ -9,6 +10,7 @@ const char* arch_name(Arch arch) {
     case Arch::Llama: return "llama";
     case Arch::Qwen2: return "qwen2";
     case Arch::Qwen3: return "qwen3";
+    case Arch::Gemma3: return "gemma3";
   }
   return "?";
 }
@@ -17,7 +19,8 @@ Arch arch_from_name(const std::string& name) {
   if (name == "llama") return Arch::Llama;
   if (name == "qwen2") return Arch::Qwen2;
   if (name == "qwen3") return Arch::Qwen3;
-  fail("unsupported architecture '{}' (supported: llama, qwen2, qwen3)", name);
+  if (name == "gemma3") return Arch::Gemma3;
+  fail("unsupported architecture '{}' (supported: llama, qwen2, qwen3, gemma3)", name);
 }
 
 namespace {
@@ -64,8 +67,11 @@ ModelConfig ModelConfig::from_gguf(const gguf::File& file) {
   if (!(c.rms_eps > 0) || !(c.rope_base > 0)) fail("{}: rms epsilon and rope.freq_base must be positive", file.path());
   // llama3 scaling is carried by the rope_freqs.weight tensor, read with the weights.
   const std::string scaling = file.get_string_opt(p + "rope.scaling.type").value_or("none");
-  if (scaling != "none" && scaling != "llama3")
+  if (c.arch == Arch::Gemma3) {
+    read_gemma3_config(file, c);
+  } else if (scaling != "none" && scaling != "llama3") {
     fail("{}: unsupported rope.scaling.type '{}' (supported: none, llama3)", file.path(), scaling);
+  }
   return c;
 }
 
@@ -85,10 +91,11 @@ void ModelConfig::to_gguf(gguf::Writer& w) const {
   w.set(p + "context_length", Value::of_u32(context_length));
   w.set(p + "attention.layer_norm_rms_epsilon", Value::of_f32(rms_eps));
   w.set(p + "rope.freq_base", Value::of_f32(rope_base));
+  if (this->arch == Arch::Gemma3) write_gemma3_config(*this, w);
 }
 
 KvShape kv_shape(const ModelConfig& c, DType key_type, DType value_type) {
-  return {c.n_layers, c.n_heads, c.n_kv_heads, c.head_dim, key_type, value_type};
+  return {c.n_layers, c.n_heads, c.n_kv_heads, c.head_dim, key_type, value_type, c.layer_window};
 }
 
 }  // namespace kvslim

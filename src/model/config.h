@@ -3,13 +3,14 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "gguf/gguf.h"
 #include "kv/kv_shape.h"
 
 namespace kvslim {
 
-enum class Arch { Llama, Qwen2, Qwen3 };
+enum class Arch { Llama, Qwen2, Qwen3, Gemma3 };
 const char* arch_name(Arch arch);
 Arch arch_from_name(const std::string& name);  // throws, listing the supported ones
 
@@ -26,13 +27,24 @@ struct ModelConfig {
   int context_length = 0;
   float rms_eps = 1e-5f;
   float rope_base = 10000.0f;
+  // Sliding-window attention (gemma3, model/gemma3_config.cpp): layer_window[l] is the window of
+  // a local layer (a token at position p sees positions in (p - window, p]) and 0 for a global
+  // one; empty when every layer is global.
+  std::vector<int> layer_window;
+  float rope_base_local = 10000.0f;  // RoPE base of the local layers (gemma3.rope.freq_base_swa)
+  float rope_freq_scale = 1.0f;      // linear RoPE scaling of the global layers: 1 / rope.scaling.factor
+  float attention_scale = 0.0f;      // scale of q.k; 0: 1 / sqrt(head_dim)
+  float final_logit_softcap = 0.0f;  // logits = c * tanh(logits / c) when > 0
 
   int group_size() const { return n_heads / n_kv_heads; }
   int q_dim() const { return n_heads * head_dim; }
   int kv_dim() const { return n_kv_heads * head_dim; }
   bool rope_neox() const { return arch != Arch::Llama; }  // qwen2/qwen3 rotate split halves
   bool has_qkv_bias() const { return arch == Arch::Qwen2; }
-  bool has_qk_norm() const { return arch == Arch::Qwen3; }
+  bool has_qk_norm() const { return arch == Arch::Qwen3 || arch == Arch::Gemma3; }
+  // Gemma 3: norms after attention and FFN, GELU-tanh gated FFN, embeddings scaled by sqrt(dim).
+  bool is_gemma3() const { return arch == Arch::Gemma3; }
+  bool is_local_layer(int layer) const { return !layer_window.empty() && layer_window[size_t(layer)] > 0; }
 
   // Reads and validates the config; throws kvslim::Error naming the missing or bad key.
   static ModelConfig from_gguf(const gguf::File& file);

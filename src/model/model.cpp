@@ -91,6 +91,10 @@ std::unique_ptr<Model> Model::load(const std::string& path) {
       w.q_norm = loader.vector(p + "attn_q_norm.weight", c.head_dim);
       w.k_norm = loader.vector(p + "attn_k_norm.weight", c.head_dim);
     }
+    if (c.is_gemma3()) {
+      w.post_attn_norm = loader.vector(p + "post_attention_norm.weight", c.dim);
+      w.post_ffn_norm = loader.vector(p + "post_ffw_norm.weight", c.dim);
+    }
     w.ffn_norm = loader.vector(p + "ffn_norm.weight", c.dim);
     w.w_gate = loader.matrix(p + "ffn_gate.weight", c.dim, c.ffn_dim);
     w.w_up = loader.matrix(p + "ffn_up.weight", c.dim, c.ffn_dim);

@@ -18,6 +18,10 @@ struct RandomModelSpec {
   bool tied_output = false;  // omit output.weight (the embedding is reused)
   bool rope_freqs = false;   // write a rope_freqs.weight factor tensor (Llama 3.1 style)
   uint64_t seed = 1;
+  // gemma3: the sliding window (0: none, every layer global) and the period of its layer pattern
+  // (llama.cpp's 6 is left out of the file, as its converter does).
+  int sliding_window = 0;
+  int swa_period = 6;
 };
 
 // Sets the tokenizer.* keys of `vocab_path` (a vocab or model GGUF), or of the built-in byte
