@@ -48,12 +48,13 @@ struct TinyModel {
   bool tied = false;
   bool rope_freqs = false;
   uint64_t seed = 7;
+  int window = 0, swa_period = 6;  // gemma3's sliding window and layer pattern
 };
 
 inline std::string make_model(const TinyModel& m) {
-  const std::string path =
-      temp_path(fmt::format("model-{}-{}-{}-{}-{}-{}-{}-{}-{}-{}.gguf", arch_name(m.arch), dtype_name(m.type), m.layers,
-                            m.dim, m.heads, m.kv_heads, m.ffn, m.tied, m.rope_freqs, m.seed));
+  const std::string path = temp_path(fmt::format("model-{}-{}-{}-{}-{}-{}-{}-{}-{}-{}-{}-{}.gguf", arch_name(m.arch),
+                                                 dtype_name(m.type), m.layers, m.dim, m.heads, m.kv_heads, m.ffn,
+                                                 m.tied, m.rope_freqs, m.seed, m.window, m.swa_period));
   if (std::filesystem::exists(path)) return path;
   RandomModelSpec spec;
   spec.config.arch = m.arch;
@@ -67,6 +68,8 @@ inline std::string make_model(const TinyModel& m) {
   spec.tied_output = m.tied;
   spec.rope_freqs = m.rope_freqs;
   spec.seed = m.seed;
+  spec.sliding_window = m.window;
+  spec.swa_period = m.swa_period;
   write_random_model(spec, tiny_vocab(), path);
   return path;
 }

@@ -76,11 +76,24 @@ Outcome run(const Model& model, const std::string& method, int64_t budget, int n
   return r;
 }
 
-std::string model_path(int kv_heads) {
+// The suite runs every method on a llama model and on a gemma3 one ("gemma3:" before the
+// method's name), whose layers 0 and 2 are sliding-window layers of kGemma3Window tokens that no
+// method governs, and layers 1 and 3 global.
+constexpr int kGemma3Window = 16;
+bool on_gemma3(const std::string& param) { return param.rfind("gemma3:", 0) == 0; }
+std::string method_of(const std::string& param) { return on_gemma3(param) ? param.substr(7) : param; }
+
+std::string model_path(int kv_heads, bool gemma3 = false) {
   testing::TinyModel m;
   m.heads = 4;
   m.kv_heads = kv_heads;
   m.layers = 3;
+  if (gemma3) {
+    m.arch = Arch::Gemma3;
+    m.layers = 4;
+    m.window = kGemma3Window;
+    m.swa_period = 2;
+  }
   return testing::make_model(m);
 }
 
@@ -95,33 +108,44 @@ class PressInvariants : public ::testing::TestWithParam<std::string> {};
 // The rule is declared with the method; one that evicts nothing cannot evict block by block or
 // be ranked by adakv either.
 TEST_P(PressInvariants, EveryMethodHasABudgetRule) {
-  const PressCapabilities& can = PressSpec::parse(GetParam()).can();
+  const PressCapabilities& can = PressSpec::parse(method_of(GetParam())).can();
   EXPECT_FALSE(budget_rule_name(can.budget_rule).empty());
   if (can.budget_rule == Rule::NoEviction) {
-    EXPECT_EQ(can.block_eviction, BlockEviction::None) << GetParam();
-    EXPECT_FALSE(can.adakv_wraps) << GetParam();
+    EXPECT_EQ(can.block_eviction, BlockEviction::None) << method_of(GetParam());
+    EXPECT_FALSE(can.adakv_wraps) << method_of(GetParam());
   }
 }
 
 TEST_P(PressInvariants, BudgetCoveringTheRequestIsIdenticalToFull) {
-  const auto model = Model::load(model_path(2));
+  const auto model = Model::load(model_path(2, on_gemma3(GetParam())));
   const int n_prompt = 70, n_predict = 5;
   const Outcome full = run(*model, "full", kNoBudget, n_prompt, n_predict);
-  const Outcome r = run(*model, GetParam(), n_prompt + n_predict, n_prompt, n_predict);
+  const Outcome r = run(*model, method_of(GetParam()), n_prompt + n_predict, n_prompt, n_predict);
   EXPECT_EQ(r.tokens, full.tokens);
   EXPECT_EQ(r.logits, full.logits);  // bit-identical
   EXPECT_EQ(r.kept, full.kept);
 }
 
 TEST_P(PressInvariants, KeptTokensFollowTheBudgetRule) {
-  const Rule rule = budget_rule(GetParam());
+  const Rule rule = budget_rule(method_of(GetParam()));
+  const bool gemma3 = on_gemma3(GetParam());
   for (int kv_heads : {4, 2, 1}) {  // GQA group sizes 1, 2, 4
-    const auto model = Model::load(model_path(kv_heads));
+    const auto model = Model::load(model_path(kv_heads, gemma3));
     const int64_t budget = 40, n_prompt = 150;
-    const Outcome r = run(*model, GetParam(), budget, n_prompt, 3);
-    const int layers = model->config().n_layers;
+    const Outcome r = run(*model, method_of(GetParam()), budget, n_prompt, 3);
+    int layers = 0;  // the governed (global) layers
     int64_t total = 0;
-    for (int l = 0; l < layers; ++l) {
+    for (int l = 0; l < model->config().n_layers; ++l) {
+      if (model->config().is_local_layer(l)) {
+        // A sliding-window layer holds the window the next token sees, whatever the method.
+        for (int h = 0; h < kv_heads; ++h) {
+          std::vector<int64_t> want;
+          for (int64_t p = n_prompt - kGemma3Window + 1; p < n_prompt; ++p) want.push_back(p);
+          EXPECT_EQ(r.kept[l * kv_heads + h], want) << "local layer " << l << " head " << h;
+        }
+        continue;
+      }
+      ++layers;
       int64_t layer_total = 0;
       for (int h = 0; h < kv_heads; ++h) {
         const auto& kept = r.kept[l * kv_heads + h];
@@ -150,18 +174,20 @@ TEST_P(PressInvariants, KeptTokensFollowTheBudgetRule) {
 }
 
 TEST_P(PressInvariants, DeterministicForASeed) {
-  const auto model = Model::load(model_path(2));
-  const Outcome a = run(*model, GetParam(), 32, 120, 6), b = run(*model, GetParam(), 32, 120, 6);
+  const auto model = Model::load(model_path(2, on_gemma3(GetParam())));
+  const std::string method = method_of(GetParam());
+  const Outcome a = run(*model, method, 32, 120, 6), b = run(*model, method, 32, 120, 6);
   EXPECT_EQ(a.kept, b.kept);
   EXPECT_EQ(a.tokens, b.tokens);
   EXPECT_EQ(a.logits, b.logits);
 }
 
 TEST_P(PressInvariants, KvBytesShrinkWithTheBudget) {
-  const Rule rule = budget_rule(GetParam());
+  const Rule rule = budget_rule(method_of(GetParam()));
   if (rule == Rule::NoEviction || rule == Rule::OwnSchedule) GTEST_SKIP() << "budget does not set storage";
-  const auto model = Model::load(model_path(2));
-  const Outcome small = run(*model, GetParam(), 24, 200, 2), large = run(*model, GetParam(), 96, 200, 2),
+  const auto model = Model::load(model_path(2, on_gemma3(GetParam())));
+  const std::string method = method_of(GetParam());
+  const Outcome small = run(*model, method, 24, 200, 2), large = run(*model, method, 96, 200, 2),
                 full = run(*model, "full", kNoBudget, 200, 2);
   EXPECT_LT(small.kv_bytes_after_prefill, large.kv_bytes_after_prefill);
   EXPECT_LT(large.kv_bytes_after_prefill, full.kv_bytes_after_prefill);
@@ -215,6 +241,15 @@ TEST_P(PressInvariants, HoldOnPhi3AndSmolLM3) {
 
 INSTANTIATE_TEST_SUITE_P(AllMethods, PressInvariants, ::testing::ValuesIn(registered_methods()),
                          [](const auto& info) { return info.param; });
+
+std::vector<std::string> registered_methods_on_gemma3() {
+  std::vector<std::string> params;
+  for (const std::string& name : registered_methods()) params.push_back("gemma3:" + name);
+  return params;
+}
+
+INSTANTIATE_TEST_SUITE_P(AllMethodsOnGemma3, PressInvariants, ::testing::ValuesIn(registered_methods_on_gemma3()),
+                         [](const auto& info) { return method_of(info.param); });
 
 TEST(PressRegistry, UnknownMethodListsTheValidOnes) {
   try {

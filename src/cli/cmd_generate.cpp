@@ -132,6 +132,7 @@ void run_generate(GenerateOptions opt) {
         {"storage_tokens", r.token_cost ? nlohmann::json(r.token_cost->storage) : nlohmann::json()},
         {"traffic_tokens", r.token_cost ? nlohmann::json(r.token_cost->traffic) : nlohmann::json()},
         {"threads", pool.size()},
+        {"kv_layers", r.kv_layers},
     };
     // Invalid UTF-8 (a multi-byte character cut by -n) is replaced rather than refused.
     fmt::print("{}\n", out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));

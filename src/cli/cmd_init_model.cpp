@@ -23,7 +23,8 @@ void add_init_model_command(CLI::App& app) {
   c.ffn_dim = 768;
   c.context_length = 4096;
   CLI::App* cmd = app.add_subcommand("init-model", "write a model with random weights and a copied tokenizer");
-  cmd->add_option("--arch", opt->arch, "llama, qwen2, qwen3, phi3 (fused QKV and gate/up, LongRoPE) or smollm3")
+  cmd->add_option("--arch", opt->arch,
+                  "llama, qwen2, qwen3, phi3 (fused QKV and gate/up, LongRoPE), smollm3 or gemma3 (sliding-window layers)")
       ->capture_default_str();
   cmd->add_option("--layers", c.n_layers, "transformer blocks")->capture_default_str();
   cmd->add_option("--dim", c.dim, "embedding size")->capture_default_str();
@@ -43,6 +44,11 @@ void add_init_model_command(CLI::App& app) {
                   "standard deviation of the matrices' entries (0: 1/sqrt(inputs), nearly flat logits)")
       ->capture_default_str();
   cmd->add_option("--rope-dims", opt->spec.rope_dims, "rotated dimensions per head (0: all; phi3: 3/4 of the head)")
+      ->capture_default_str();
+  cmd->add_option("--window", opt->spec.sliding_window, "gemma3: sliding window of the local layers (0: none)")
+      ->capture_default_str();
+  cmd->add_option("--swa-period", opt->spec.swa_period,
+                  "gemma3: every N-th layer is global (6, llama.cpp's default, is not written)")
       ->capture_default_str();
   cmd->add_option("-o,--output", opt->out, "output GGUF path")->required();
   cmd->callback([opt] {

@@ -8,6 +8,7 @@
 #include "cli/commands.h"
 #include "cli/shared_options.h"
 #include "cli/prompt_input.h"
+#include "engine/kv_layers_json.h"
 #include "engine/session.h"
 #include "press/registry.h"
 #include "util/error.h"
@@ -60,7 +61,8 @@ void run_inspect(const InspectOptions& opt) {
                               {"budget", budget == kNoBudget ? 0 : budget},
                               {"n_prompt", tokens.size()},
                               {"token_ids", tokens},
-                              {"layers", layers}};
+                              {"layers", layers},
+                              {"kv_layers", kv_layers_json(kv)}};
   std::ofstream file(opt.out);
   if (!file) fail("cannot write '{}'", opt.out);
   file << out.dump() << "\n";

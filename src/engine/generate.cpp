@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "engine/live_session.h"
+#include "engine/kv_layers_json.h"
 #include "util/error.h"
 
 namespace kvslim {
@@ -59,6 +60,7 @@ GenerateResult generate(const Model& model, ThreadPool& pool, const EngineOption
   const PagedKvCache& kv = session.kv();
   result.kept_tokens = double(kv.total_tokens()) / (kv.n_layers() * kv.n_kv_heads());
   result.token_cost = session.token_cost();
+  result.kv_layers = kv_layers_json(kv);
   if (!request.appended.empty()) logits = session.extend(request.appended);
   result.prefill_ms = ms_since(start);
   result.score_ms = session.score_ms();

@@ -3,6 +3,8 @@
 // evaluation runner and the trainers' held-out checks go through it.
 #pragma once
 
+#include <nlohmann/json.hpp>
+
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -35,6 +37,7 @@ struct GenerateResult {
   std::optional<TokenCost> token_cost;                 // Session::token_cost after prefill
   uint64_t kv_bytes_peak = 0, kv_bytes_final = 0;
   uint64_t kv_bytes_prefill = 0;  // KV bytes in use once the prompt (and the appended tokens) is cached
+  nlohmann::json kv_layers;       // per layer after prefill: kind, window, tokens, bytes (kv_layers_json)
 };
 
 // Validates the request (empty prompt, prompt longer than the context, ids outside the

@@ -100,7 +100,11 @@ const float* LiveSession::prompt(const std::vector<int32_t>& conversation, int n
   size_t common = 0;
   while (common < cached.size() && common < conversation.size() && cached[common] == conversation[common]) ++common;
   if (common == conversation.size()) --common;
+  // A sliding-window layer cannot go back before what it still holds: start afresh instead.
+  const bool afresh = common < cached.size() && !session_->can_rewind(int64_t(common));
+  if (afresh) common = 0;
   const int64_t dropped = int64_t(cached.size()) - int64_t(common);
+  if (afresh) start(prepared_.budget_for(int64_t(conversation.size())));  // `cached` is gone from here on
   const std::vector<int32_t> turn(conversation.begin() + int64_t(common), conversation.end());
 
   // The turn must fit before anything is dropped: a rewind cannot be undone.
@@ -111,7 +115,7 @@ const float* LiveSession::prompt(const std::vector<int32_t>& conversation, int n
   const auto start = Clock::now();
   const double score_before = session_->score_ms();
   session_->check_turn_fits(int64_t(turn.size()), int64_t(common));
-  if (dropped > 0) session_->rewind(int64_t(common));
+  if (dropped > 0 && !afresh) session_->rewind(int64_t(common));
   const float* logits = session_->feed_turn(turn, n_predict);
   stats.prefill_ms = ms_since(start);
   stats.score_ms = session_->score_ms() - score_before;

@@ -84,6 +84,7 @@ int Session::prefill_step() {
     logits += size_t(n - 1) * n_vocab;
   }
   n_past_ += n;
+  cache_.slide_windows(n_past_);  // local layers keep only what the next token sees
   p.done += size_t(n);
   const bool last = p.done == p.tokens.size();
   // Block hooks may run appended rows or pseudo responses, which reuse the forward buffers: keep
@@ -173,6 +174,8 @@ void Session::rewind(int64_t n) {
   check_not_prefilling("rewind");
   if (n < 0 || n > n_past_) fail("cannot rewind to position {} of a history of {} tokens", n, n_past_);
   if (n == n_past_) return;
+  if (!can_rewind(n))
+    fail("cannot rewind to position {}: the sliding-window layers no longer hold the {} tokens before it", n, n - 1);
   for (int l = 0; l < cache_.n_layers(); ++l)
     for (int h = 0; h < cache_.n_kv_heads(); ++h) {
       HeadCache& head = cache_.head(l, h);
@@ -184,6 +187,20 @@ void Session::rewind(int64_t n) {
   n_past_ = n;
   if (prompt_.size() > history_.size()) prompt_ = history_;
   if (press_) press_->rewind(*this);
+}
+
+bool Session::can_rewind(int64_t n) const {
+  // A local layer dropped what lies before its window; after a rewind to n the next token needs
+  // positions (n - window, n) again.
+  for (int l = 0; l < cache_.n_layers(); ++l) {
+    if (!cache_.is_local(l) || n >= n_past_) continue;
+    const int64_t needed = std::max<int64_t>(0, n - cache_.window(l) + 1);
+    for (int h = 0; h < cache_.n_kv_heads(); ++h) {
+      const HeadCache& head = cache_.head(l, h);
+      if (needed < n && (head.size() == 0 || head.position(0) > needed)) return false;
+    }
+  }
+  return true;
 }
 
 void Session::restore(Snapshot snapshot) {
@@ -220,6 +237,7 @@ const float* Session::decode(int32_t token) {
   last_logits_.resize(size_t(model_.config().n_vocab));
   forward_.run(&token, 1, n_past_, cache_, pool_, false, last_logits_.data());
   ++n_past_;
+  cache_.slide_windows(n_past_);
   history_.push_back(token);
   if (press_) {
     ProfileScope prof(ProfOp::PressHooks);
@@ -293,6 +311,8 @@ std::vector<int32_t> Session::generate_pseudo(int n, AttentionProbe* probe) {
 }
 
 void Session::keep(int layer, int kv_head, std::span<const int32_t> indices) {
+  if (cache_.is_local(layer))
+    fail("eviction on layer {}, a sliding-window layer: methods govern the global layers only", layer);
   cache_.head(layer, kv_head).retain(indices, cache_.pool());
 }
 

@@ -70,7 +70,10 @@ class Session final : private PressContext {
   // Forgets every token from history position n on: cached tokens at positions >= n are dropped
   // from every head (tokens evicted before n stay evicted) and the press is told (Press::rewind).
   // A template that rewrites history re-prefills from its first differing token this way.
+  // Throws kvslim::Error when a sliding-window layer no longer holds what follows the rewind
+  // (check can_rewind first and start a new session instead).
   void rewind(int64_t n);
+  bool can_rewind(int64_t n) const;
   // Throws kvslim::Error when a turn of `n` tokens cannot fit in some head after a rewind to
   // history position `rewind_to` (n_past(): none), so callers check before changing anything.
   void check_turn_fits(int64_t n, int64_t rewind_to) const;

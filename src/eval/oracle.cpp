@@ -19,14 +19,16 @@ OracleSets oracle_sets(const AttentionAccumulator& response_attention, int n_lay
 double recall_at_budget(const PagedKvCache& cache, const OracleSets& oracle, int64_t n_keys) {
   double total = 0;
   std::vector<int64_t> kept;
-  for (int l = 0; l < cache.n_layers(); ++l)
+  // Over the layers a method governs (a sliding-window layer keeps its window whatever it does).
+  for (int l : cache.global_layers())
     for (int h = 0; h < cache.n_kv_heads(); ++h) {
       const HeadCache& head = cache.head(l, h);
       kept.clear();
       for (int64_t i = 0; i < head.size() && head.position(i) < n_keys; ++i) kept.push_back(head.position(i));
       total += recall(kept, oracle[size_t(l) * cache.n_kv_heads() + h]);
     }
-  return total / double(cache.n_layers() * cache.n_kv_heads());
+  const size_t heads = cache.global_layers().size() * size_t(cache.n_kv_heads());
+  return heads == 0 ? 0.0 : total / double(heads);
 }
 
 }  // namespace kvslim::eval

@@ -34,7 +34,7 @@ class ResponseAttention final : public Press {
 using OracleSets = std::vector<std::vector<int64_t>>;
 OracleSets oracle_sets(const AttentionAccumulator& response_attention, int n_layers, int n_kv_heads, int64_t budget);
 
-// Mean over (layer, KV head) of |kept ∩ oracle| / |oracle|, where kept = the original positions
+// Mean over (global layer, KV head) of |kept ∩ oracle| / |oracle|, where kept = the original positions
 // below n_keys that the cache holds (the compressed part's survivors).
 double recall_at_budget(const PagedKvCache& cache, const OracleSets& oracle, int64_t n_keys);
 

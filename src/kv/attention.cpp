@@ -422,8 +422,10 @@ void decode_dense(const PagedKv& kv, const float* q, int n_heads, float* out, At
   float* s = scores_buffer(scratch, int64_t(n_heads) * n);
   float* buffer = rows_buffer(scratch, kDecodeRowBlock * hd);
   score_all_rows(kv, q, n_heads, 1.0f / std::sqrt(static_cast<float>(hd)), s, n, scratch);
+  const int64_t lo = first_visible(kv, kv.head.position(n - 1));
   for (int g = 0; g < n_heads; ++g) {
-    softmax_inplace(s + g * n, n);
+    std::fill(s + g * n, s + g * n + lo, 0.0f);
+    softmax_inplace(s + g * n + lo, n - lo);
     if (observer) observer->on_row(g, 0, s + g * n, n);
   }
   std::fill(out, out + int64_t(n_heads) * hd, 0.0f);
@@ -476,7 +478,9 @@ void prefill_dense(const PagedKv& kv, const float* q, int64_t q_stride, int n_he
       for (int64_t i = 0; i < rows; ++i) {
         float* row = s + i * cols;
         const int64_t visible = n_before + t0 + i + 1;
-        softmax_inplace(row, visible);
+        const int64_t lo = first_visible(kv, kv.head.position(visible - 1));
+        std::fill(row, row + lo, 0.0f);
+        softmax_inplace(row + lo, visible - lo);
         if (observer) observer->on_row(g, t0 + i, row, visible);
         std::fill(row + visible, row + cols, 0.0f);
       }

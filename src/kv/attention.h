@@ -49,12 +49,21 @@ struct PagedKv {
   const HeadCache& head;
   int head_dim;
   int page_tokens;
+  // > 0 on a sliding-window layer: the query at position p reads only the keys at positions in
+  // (p - window, p] (llama.cpp's standard SWA mask); the others get probability 0.
+  int window = 0;
 };
+
+// The first cache index a query at `query_position` reads: 0 without a window, else the first
+// token whose position is above query_position - window (positions ascend in a head).
+inline int64_t first_visible(const PagedKv& kv, int64_t query_position) {
+  return kv.window > 0 ? kv.head.first_after(query_position - kv.window) : 0;
+}
 
 // Dense causal attention of `n_q_heads` query heads (consecutive, head_dim apart in q and out)
 // for a block of `n_q` queries (row strides q_stride, out_stride). The queries are the head's
-// last n_q tokens: query i sees tokens [0, size - n_q + i]. n_q == 1 is the decode path (every
-// key row is read once for all the heads); larger blocks use matrix products page by page.
+// last n_q tokens: query i sees tokens [0, size - n_q + i] (from first_visible on a window layer). n_q == 1 is the
+// decode path (every key row is read once for all the heads); larger blocks use matrix products page by page.
 void attend_dense(const PagedKv& kv, const float* q, int64_t q_stride, int n_q_heads, int64_t n_q, float* out,
                   int64_t out_stride, AttentionScratch& scratch, SoftmaxRowObserver* observer = nullptr);
 

@@ -29,6 +29,18 @@ const float* HeadCache::value_f32(int64_t i, float* buffer) const {
 
 int64_t HeadCache::position(int64_t i) const { return pages_[size_t(i / page_tokens_)]->positions[i % page_tokens_]; }
 
+int64_t HeadCache::first_after(int64_t position) const {
+  int64_t lo = 0, hi = size_;
+  while (lo < hi) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    if (this->position(mid) > position)
+      hi = mid;
+    else
+      lo = mid + 1;
+  }
+  return lo;
+}
+
 std::pair<KvPage*, int64_t> HeadCache::next_row(PagePool& pool) {
   if (page_tokens_ == 0) {
     page_tokens_ = pool.page_tokens();
@@ -92,6 +104,22 @@ void HeadCache::retain(std::span<const int32_t> keep, PagePool& pool) {
     dst += run;
   }
   truncate(int64_t(keep.size()), pool);
+}
+
+void HeadCache::drop_front(int64_t n, PagePool& pool) {
+  if (n < 0 || n > size_) fail("KV drop_front: cannot drop {} of {} cached tokens", n, size_);
+  if (n == 0) return;
+  // Whole leading pages go back to the pool as they are; the rest moves forward by what is left
+  // of n (retain moves runs page segment by page segment).
+  const int64_t whole_pages = n / page_tokens_;
+  for (int64_t p = 0; p < whole_pages; ++p) pool.release(pages_[size_t(p)]);
+  pages_.erase(pages_.begin(), pages_.begin() + whole_pages);
+  size_ -= whole_pages * page_tokens_;
+  const int64_t rest = n - whole_pages * page_tokens_;
+  if (rest == 0) return;
+  std::vector<int32_t> keep(size_t(size_ - rest));
+  for (size_t j = 0; j < keep.size(); ++j) keep[j] = int32_t(rest + int64_t(j));
+  retain(keep, pool);
 }
 
 void HeadCache::truncate(int64_t n, PagePool& pool) {

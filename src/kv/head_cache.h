@@ -22,6 +22,8 @@ class HeadCache {
 
   int64_t size() const { return size_; }
   int64_t position(int64_t i) const;
+  // The first index whose position is above `position` (size() when none): positions ascend.
+  int64_t first_after(int64_t position) const;
 
   // Token i's stored rows, in key_type() / value_type() (valid once a token was appended).
   const uint8_t* key_data(int64_t i) const;
@@ -47,6 +49,8 @@ class HeadCache {
   // Drops every token from index n on (appended rows whose KV must not stay).
   void truncate(int64_t n, PagePool& pool);
   void clear(PagePool& pool) { truncate(0, pool); }
+  // Drops the first n tokens, keeping the others in order (a sliding-window layer's oldest).
+  void drop_front(int64_t n, PagePool& pool);
 
   // For kernels: token i lives in pages()[i / page_tokens] at row i % page_tokens.
   const std::vector<KvPage*>& pages() const { return pages_; }

@@ -20,6 +20,10 @@ void validate_kv_shape(const KvShape& s) {
   if (s.n_layers < 1 || s.n_kv_heads < 1 || s.n_heads < s.n_kv_heads || s.n_heads % s.n_kv_heads != 0)
     fail("KV cache: {} layers with {} query heads over {} KV heads is not a valid shape", s.n_layers, s.n_heads,
          s.n_kv_heads);
+  if (!s.layer_window.empty() && s.layer_window.size() != size_t(s.n_layers))
+    fail("KV cache: {} layer windows for {} layers", s.layer_window.size(), s.n_layers);
+  for (int w : s.layer_window)
+    if (w < 0) fail("KV cache: a sliding window must be >= 0 tokens (got {})", w);
   if (s.head_dim < 1) fail("KV cache: head_dim must be >= 1 (got {})", s.head_dim);
   for (const auto& [type, what] : {std::pair{s.key_type, "key"}, std::pair{s.value_type, "value"}}) {
     if (!is_kv_type(type)) fail("KV cache: {} type {} is not one of f32, f16, bf16, q8_0", what, dtype_name(type));

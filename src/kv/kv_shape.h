@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "tensor/dtype.h"
 
@@ -17,6 +18,9 @@ struct KvShape {
   // bf16 or q8_0 (head_dim a multiple of 32). The kernels read these types directly.
   DType key_type = DType::F32;
   DType value_type = DType::F32;
+  // Sliding-window layers: layer_window[l] > 0 is layer l's window (a query at position p reads
+  // the keys at positions in (p - window, p]), 0 a global layer; empty: every layer is global.
+  std::vector<int> layer_window;
 };
 
 // True for the four types a KV page may hold.
@@ -28,5 +32,9 @@ size_t kv_row_bytes(DType type, int head_dim);
 // Throws kvslim::Error when the shape or its types cannot be stored (q8_0 with a head_dim that is
 // not a multiple of 32, a type outside the four).
 void validate_kv_shape(const KvShape& shape);
+// Layer `layer`'s window, 0 for a global layer.
+inline int layer_window(const KvShape& shape, int layer) {
+  return shape.layer_window.empty() ? 0 : shape.layer_window[size_t(layer)];
+}
 
 }  // namespace kvslim

@@ -42,10 +42,13 @@ PagedKvCache::PagedKvCache(const KvShape& shape, int64_t capacity, int page_toke
       n_heads_(shape.n_heads),
       n_kv_heads_(shape.n_kv_heads),
       head_dim_(shape.head_dim),
+      windows_(shape.layer_window),
       capacity_(capacity),
       pool_(shape.head_dim, page_tokens, shape.key_type, shape.value_type) {
   if (capacity < 1) fail("KV cache: capacity must be >= 1 token (got {})", capacity);
   heads_.resize(size_t(n_layers_) * n_kv_heads_);
+  for (int l = 0; l < n_layers_; ++l)
+    if (!is_local(l)) global_layers_.push_back(l);
   selected_.resize(size_t(n_kv_heads_));
 }
 
@@ -85,8 +88,9 @@ void PagedKvCache::attend(int layer, const float* q, int n, float* out, ThreadPo
     }
   }
 
+  const bool local = is_local(layer);
   bool sparse = false;
-  if (n == 1 && selector_ != nullptr) {
+  if (n == 1 && selector_ != nullptr && !local) {
     sparse = selector_->select(layer, q, *this, selected_, pool);
     if (sparse) {
       if (selected_.size() != size_t(n_kv_heads_))
@@ -102,9 +106,10 @@ void PagedKvCache::attend(int layer, const float* q, int n, float* out, ThreadPo
     }
   }
 
-  if (probe_ != nullptr && !sparse) {
+  AttentionProbe* probe = local ? nullptr : probe_;
+  if (probe != nullptr && !sparse) {
     const HeadCache& first = head(layer, 0);
-    probe_->on_queries(layer, q, n, first.position(first.size() - n));
+    probe->on_queries(layer, q, n, first.position(first.size() - n));
   }
 
   // Work units, claimed dynamically so that heads of different sizes (and a busy core) balance.
@@ -121,19 +126,29 @@ void PagedKvCache::attend(int layer, const float* q, int n, float* out, ThreadPo
       const int g0 = group * part / splits, g1 = group * (part + 1) / splits;
       const int first_q_head = kv_head * group + g0;
       const HeadCache& hc = head(layer, kv_head);
-      const PagedKv kv{hc, head_dim_, pool_.page_tokens()};
+      const PagedKv kv{hc, head_dim_, pool_.page_tokens(), window(layer)};
       const float* qh = q + int64_t(first_q_head) * head_dim_;
       float* oh = out + int64_t(first_q_head) * head_dim_;
       if (sparse) {
         attend_sparse(kv, selected_[size_t(kv_head)], qh, g1 - g0, oh, scratch);
-      } else if (probe_ != nullptr) {
-        ProbeRows rows(*probe_, layer, first_q_head, hc, n);
+      } else if (probe != nullptr) {
+        ProbeRows rows(*probe, layer, first_q_head, hc, n);
         attend_dense(kv, qh, q_dim, g1 - g0, n, oh, q_dim, scratch, &rows);
       } else {
         attend_dense(kv, qh, q_dim, g1 - g0, n, oh, q_dim, scratch);
       }
     }
   });
+}
+
+void PagedKvCache::slide_windows(int64_t next_position) {
+  for (int l = 0; l < n_layers_; ++l) {
+    if (!is_local(l)) continue;
+    for (int h = 0; h < n_kv_heads_; ++h) {
+      HeadCache& hc = head(l, h);
+      hc.drop_front(hc.first_after(next_position - window(l)), pool_);
+    }
+  }
 }
 
 int64_t PagedKvCache::n_tokens(int layer) const {

@@ -54,7 +54,9 @@ class PagedKvCache final : public KvCache {
 
   void append(int layer, const float* k, const float* v, int n, const int64_t* positions) override;
   // Dense causal attention; with a probe set, every softmax row is reported. For n == 1 and a
-  // selector set, attention reads only the selected tokens (the probe then sees nothing).
+  // selector set, attention reads only the selected tokens (the probe then sees nothing). On a
+  // sliding-window layer attention is masked to the window, and neither the probe nor the
+  // selector runs: no method governs such a layer.
   void attend(int layer, const float* q, int n, float* out, ThreadPool& pool) override;
   int64_t n_tokens(int layer) const override;  // the largest head of the layer
   int64_t capacity() const override { return capacity_; }
@@ -67,6 +69,15 @@ class PagedKvCache final : public KvCache {
   void set_sparse_selector(SparseSelector* selector) { selector_ = selector; }
 
   int n_layers() const { return n_layers_; }
+  // Sliding-window layers (KvShape::layer_window): a local layer's window, 0 for a global one.
+  int window(int layer) const { return windows_.empty() ? 0 : windows_[size_t(layer)]; }
+  bool is_local(int layer) const { return window(layer) > 0; }
+  // The layers a compression method governs (every layer of a model without sliding windows).
+  const std::vector<int>& global_layers() const { return global_layers_; }
+  // Drops, on every local layer, the tokens no query from `next_position` on can see (positions
+  // <= next_position - window): the session calls it after each block it runs, so that a local
+  // layer holds window - 1 tokens between blocks and at most window - 1 + block during one.
+  void slide_windows(int64_t next_position);
   int n_kv_heads() const { return n_kv_heads_; }
   int n_heads() const { return n_heads_; }
   int head_dim() const { return head_dim_; }
@@ -83,6 +94,7 @@ class PagedKvCache final : public KvCache {
 
  private:
   int n_layers_, n_heads_, n_kv_heads_, head_dim_;
+  std::vector<int> windows_, global_layers_;
   int64_t capacity_;
   PagePool pool_;
   std::vector<HeadCache> heads_;  // [layer][kv head]

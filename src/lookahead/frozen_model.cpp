@@ -1,5 +1,7 @@
 #include "lookahead/frozen_model.h"
 
+#include "util/error.h"
+
 namespace kvslim {
 
 namespace {
@@ -24,6 +26,8 @@ std::vector<T> converted(const WeightView& w) {
 
 template <class T>
 FrozenModel<T>::FrozenModel(const Model& model) : config(model.config()) {
+  // The training forward has llama/qwen2/qwen3's blocks only (no post norms, GELU or windows).
+  if (config.is_gemma3()) fail("LookaheadKV training supports llama, qwen2 and qwen3 models, not gemma3");
   rope.head_dim = config.head_dim;
   rope.n_rot = config.n_rot;
   rope.base = config.rope_base;

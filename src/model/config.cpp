@@ -1,5 +1,6 @@
 #include "model/config.h"
 
+#include "model/gemma3_config.h"
 #include "util/error.h"
 
 namespace kvslim {
@@ -11,6 +12,7 @@ const char* arch_name(Arch arch) {
     case Arch::Qwen3: return "qwen3";
     case Arch::Phi3: return "phi3";
     case Arch::SmolLM3: return "smollm3";
+    case Arch::Gemma3: return "gemma3";
   }
   return "?";
 }
@@ -21,7 +23,8 @@ Arch arch_from_name(const std::string& name) {
   if (name == "qwen3") return Arch::Qwen3;
   if (name == "phi3") return Arch::Phi3;
   if (name == "smollm3") return Arch::SmolLM3;
-  fail("unsupported architecture '{}' (supported: llama, qwen2, qwen3, phi3, smollm3)", name);
+  if (name == "gemma3") return Arch::Gemma3;
+  fail("unsupported architecture '{}' (supported: llama, qwen2, qwen3, phi3, smollm3, gemma3)", name);
 }
 
 namespace {
@@ -84,8 +87,11 @@ ModelConfig ModelConfig::from_gguf(const gguf::File& file) {
   // llama3 scaling is carried by the rope_freqs.weight tensor, Phi-3's LongRoPE by the
   // rope_factors_long/short tensors; both are read with the weights.
   const std::string scaling = file.get_string_opt(p + "rope.scaling.type").value_or("none");
-  if (scaling != "none" && scaling != "llama3" && scaling != "longrope")
+  if (c.arch == Arch::Gemma3) {
+    read_gemma3_config(file, c);
+  } else if (scaling != "none" && scaling != "llama3" && scaling != "longrope") {
     fail("{}: unsupported rope.scaling.type '{}' (supported: none, llama3, longrope)", file.path(), scaling);
+  }
   read_phi3_smollm3_keys(file, p, c);
   return c;
 }
@@ -110,10 +116,11 @@ void ModelConfig::to_gguf(gguf::Writer& w) const {
     w.set(p + "rope.scaling.attn_factor", Value::of_f32(rope_attn_factor));
     w.set(p + "rope.scaling.original_context_length", Value::of_u32(rope_original_context));
   }
+  if (this->arch == Arch::Gemma3) write_gemma3_config(*this, w);
 }
 
 KvShape kv_shape(const ModelConfig& c, DType key_type, DType value_type) {
-  return {c.n_layers, c.n_heads, c.n_kv_heads, c.head_dim, key_type, value_type};
+  return {c.n_layers, c.n_heads, c.n_kv_heads, c.head_dim, key_type, value_type, c.layer_window};
 }
 
 }  // namespace kvslim

@@ -3,13 +3,14 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "gguf/gguf.h"
 #include "kv/kv_shape.h"
 
 namespace kvslim {
 
-enum class Arch { Llama, Qwen2, Qwen3, Phi3, SmolLM3 };
+enum class Arch { Llama, Qwen2, Qwen3, Phi3, SmolLM3, Gemma3 };
 const char* arch_name(Arch arch);
 Arch arch_from_name(const std::string& name);  // throws, listing the supported ones
 
@@ -36,6 +37,14 @@ struct ModelConfig {
   int sliding_window = 0;
   // SmolLM3: every no_rope_layer_step-th layer (1-based) has no RoPE; 0: every layer rotates.
   int no_rope_layer_step = 0;
+  // Sliding-window attention (gemma3, model/gemma3_config.cpp): layer_window[l] is the window of
+  // a local layer (a token at position p sees positions in (p - window, p]) and 0 for a global
+  // one; empty when every layer is global.
+  std::vector<int> layer_window;
+  float rope_base_local = 10000.0f;  // RoPE base of the local layers (gemma3.rope.freq_base_swa)
+  float rope_freq_scale = 1.0f;      // linear RoPE scaling of the global layers: 1 / rope.scaling.factor
+  float attention_scale = 0.0f;      // scale of q.k; 0: 1 / sqrt(head_dim)
+  float final_logit_softcap = 0.0f;  // logits = c * tanh(logits / c) when > 0
 
   int group_size() const { return n_heads / n_kv_heads; }
   int q_dim() const { return n_heads * head_dim; }
@@ -46,7 +55,10 @@ struct ModelConfig {
   // Phi-3 stores q/k/v as one attn_qkv tensor and gate/up as one ffn_up of 2 x ffn rows.
   bool fused_projections() const { return arch == Arch::Phi3; }
   bool has_qkv_bias() const { return arch == Arch::Qwen2; }
-  bool has_qk_norm() const { return arch == Arch::Qwen3; }
+  bool has_qk_norm() const { return arch == Arch::Qwen3 || arch == Arch::Gemma3; }
+  // Gemma 3: norms after attention and FFN, GELU-tanh gated FFN, embeddings scaled by sqrt(dim).
+  bool is_gemma3() const { return arch == Arch::Gemma3; }
+  bool is_local_layer(int layer) const { return !layer_window.empty() && layer_window[size_t(layer)] > 0; }
 
   // Reads and validates the config; throws kvslim::Error naming the missing or bad key.
   static ModelConfig from_gguf(const gguf::File& file);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 
 #include "tensor/ops.h"
 #include "util/error.h"
@@ -50,11 +51,16 @@ void add_bias(float* y, const std::vector<float>& bias, int n) {
   for (int t = 0; t < n; ++t) add_inplace(y + int64_t(t) * bias.size(), bias.data(), bias.size());
 }
 
-// Qwen3 normalises each head's query and key before RoPE.
-void norm_heads(float* x, int n_rows, int head_dim, const std::vector<float>& weight, float eps) {
+// RMS-normalises n_rows rows of `width` in place; nothing when the weight is absent. Qwen3 and
+// Gemma 3 normalise each head's query and key before RoPE; Gemma 3 also the attention and FFN
+// outputs before the residual.
+void norm_rows(float* x, int n_rows, int width, const std::vector<float>& weight, float eps) {
   if (weight.empty()) return;
-  for (int r = 0; r < n_rows; ++r)
-    rmsnorm(x + int64_t(r) * head_dim, weight.data(), x + int64_t(r) * head_dim, head_dim, eps);
+  for (int r = 0; r < n_rows; ++r) rmsnorm(x + int64_t(r) * width, weight.data(), x + int64_t(r) * width, width, eps);
+}
+
+void scale_inplace(float* x, int64_t n, float scale) {
+  for (int64_t i = 0; i < n; ++i) x[i] *= scale;
 }
 
 }  // namespace
@@ -68,6 +74,14 @@ Forward::Forward(const Model& model, int max_block, int64_t n_ctx) : model_(mode
   const std::vector<float>& factors = model.rope_factors(n_ctx);
   rope_.freq_factors = factors.empty() ? nullptr : factors.data();
   rope_.attn_factor = c.rope_attn_factor;
+  rope_.freq_scale = c.rope_freq_scale;
+  rope_local_ = rope_;
+  rope_local_.base = c.rope_base_local;
+  rope_local_.freq_scale = 1.0f;
+  if (c.attention_scale > 0) {
+    const double scale = double(c.attention_scale) * std::sqrt(double(c.head_dim));
+    if (std::abs(scale - 1.0) > 1e-6) q_scale_ = float(scale);
+  }
   const size_t b = max_block;
   positions_.resize(b);
   x_.resize(b * c.dim);
@@ -93,6 +107,8 @@ const float* Forward::run(const int32_t* tokens, int n, int64_t pos0, KvCache& c
       convert_to_f32(model_.token_embedding().type, model_.token_embedding().row(tokens[t]), &x_[size_t(t) * c.dim],
                      c.dim);
     }
+    // Gemma scales token embeddings (not given rows: LookaheadKV's learned rows) by sqrt(dim).
+    if (c.is_gemma3()) scale_inplace(x_.data(), int64_t(n) * c.dim, std::sqrt(float(c.dim)));
   }
   return run_embedded(n, pos0, cache, pool, nullptr, all_logits, last_logits_out);
 }
@@ -124,6 +140,8 @@ const float* Forward::run_embedded(int n, int64_t pos0, KvCache& cache, ThreadPo
   ProfileScope prof(ProfOp::MatvecOutput);
   float* out = all_logits || !last_logits_out ? logits_.data() : last_logits_out;
   linear(model_.output(), xn_.data(), rows, out, pool);
+  if (const float cap = c.final_logit_softcap; cap > 0)
+    for (int64_t i = 0; i < int64_t(rows) * c.n_vocab; ++i) out[i] = cap * std::tanh(out[i] / cap);
   return out;
 }
 
@@ -146,12 +164,14 @@ void Forward::attention_block(int layer, int n, int64_t pos0, KvCache& cache, Th
   }
   {
     ProfileScope prof(ProfOp::Rope);
-    norm_heads(q_.data(), n * c.n_heads, c.head_dim, w.q_norm, c.rms_eps);
-    norm_heads(k_.data(), n * c.n_kv_heads, c.head_dim, w.k_norm, c.rms_eps);
+    norm_rows(q_.data(), n * c.n_heads, c.head_dim, w.q_norm, c.rms_eps);
+    norm_rows(k_.data(), n * c.n_kv_heads, c.head_dim, w.k_norm, c.rms_eps);
+    const RopeConfig& rope = c.is_local_layer(layer) ? rope_local_ : rope_;
     for (int t = 0; t < n && c.layer_has_rope(layer); ++t) {
-      rope_inplace(&q_[size_t(t) * c.q_dim()], c.n_heads, pos0 + t, rope_);
-      rope_inplace(&k_[size_t(t) * c.kv_dim()], c.n_kv_heads, pos0 + t, rope_);
+      rope_inplace(&q_[size_t(t) * c.q_dim()], c.n_heads, pos0 + t, rope);
+      rope_inplace(&k_[size_t(t) * c.kv_dim()], c.n_kv_heads, pos0 + t, rope);
     }
+    if (q_scale_ != 1.0f) scale_inplace(q_.data(), int64_t(n) * c.q_dim(), q_scale_);
   }
   {
     ProfileScope prof(ProfOp::KvAppend);
@@ -166,6 +186,7 @@ void Forward::attention_block(int layer, int n, int64_t pos0, KvCache& cache, Th
     ProfileScope prof(ProfOp::MatvecO);
     project(w.wo, lora, layer, LoraSite::O, attn_.data(), n, xn_.data(), pool);
   }
+  norm_rows(xn_.data(), n, c.dim, w.post_attn_norm, c.rms_eps);
   ProfileScope prof(ProfOp::Residual);
   add_inplace(x_.data(), xn_.data(), int64_t(n) * c.dim);
 }
@@ -185,12 +206,16 @@ void Forward::ffn_block(int layer, int n, ThreadPool& pool, const LoraAdapter* l
   }
   {
     ProfileScope prof(ProfOp::Swiglu);
-    swiglu(gate_.data(), up_.data(), gate_.data(), int64_t(n) * c.ffn_dim);
+    if (c.is_gemma3())
+      gelu_tanh_gated(gate_.data(), up_.data(), gate_.data(), int64_t(n) * c.ffn_dim);
+    else
+      swiglu(gate_.data(), up_.data(), gate_.data(), int64_t(n) * c.ffn_dim);
   }
   {
     ProfileScope prof(ProfOp::MatvecDown);
     project(w.w_down, lora, layer, LoraSite::Down, gate_.data(), n, xn_.data(), pool);
   }
+  norm_rows(xn_.data(), n, c.dim, w.post_ffn_norm, c.rms_eps);
   ProfileScope prof(ProfOp::Residual);
   add_inplace(x_.data(), xn_.data(), int64_t(n) * c.dim);
 }

@@ -51,6 +51,8 @@ class Forward {
   const Model& model_;
   int max_block_;
   RopeConfig rope_;
+  RopeConfig rope_local_;  // sliding-window layers (gemma3): their own base, no scaling
+  float q_scale_ = 1.0f;   // makes the kernels' 1/sqrt(head_dim) the model's attention scale
   std::vector<int64_t> positions_;
   // Activations, [max_block][width] each.
   std::vector<float> x_, xn_, q_, k_, v_, attn_, gate_, up_, logits_;

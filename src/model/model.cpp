@@ -130,6 +130,10 @@ std::unique_ptr<Model> Model::load(const std::string& path) {
       w.q_norm = loader.vector(p + "attn_q_norm.weight", c.head_dim);
       w.k_norm = loader.vector(p + "attn_k_norm.weight", c.head_dim);
     }
+    if (c.is_gemma3()) {
+      w.post_attn_norm = loader.vector(p + "post_attention_norm.weight", c.dim);
+      w.post_ffn_norm = loader.vector(p + "post_ffw_norm.weight", c.dim);
+    }
     w.ffn_norm = loader.vector(p + "ffn_norm.weight", c.dim);
     load_gate_up(loader, p, c, w);
     w.w_down = loader.matrix(p + "ffn_down.weight", c.ffn_dim, c.dim);

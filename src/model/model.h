@@ -14,12 +14,13 @@
 namespace kvslim {
 
 struct LayerWeights {
-  std::vector<float> attn_norm;       // dim
-  WeightView wq, wk, wv, wo;          // q_dim x dim, kv_dim x dim, kv_dim x dim, dim x q_dim
-  std::vector<float> bq, bk, bv;      // qwen2 only (q_dim, kv_dim, kv_dim)
-  std::vector<float> q_norm, k_norm;  // qwen3 only (head_dim each)
-  std::vector<float> ffn_norm;        // dim
-  WeightView w_gate, w_up, w_down;    // ffn x dim, ffn x dim, dim x ffn
+  std::vector<float> attn_norm;                      // dim
+  WeightView wq, wk, wv, wo;                         // q_dim x dim, kv_dim x dim, kv_dim x dim, dim x q_dim
+  std::vector<float> bq, bk, bv;                     // qwen2 only (q_dim, kv_dim, kv_dim)
+  std::vector<float> q_norm, k_norm;                 // qwen3, gemma3 (head_dim each)
+  std::vector<float> post_attn_norm, post_ffn_norm;  // gemma3 only (dim each): norms of the block outputs
+  std::vector<float> ffn_norm;                       // dim
+  WeightView w_gate, w_up, w_down;                   // ffn x dim, ffn x dim, dim x ffn
 };
 
 class Model {

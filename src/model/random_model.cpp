@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "gguf/gguf.h"
+#include "model/gemma3_config.h"
 #include "tokenizer/byte_vocab.h"
 #include "util/error.h"
 #include "util/thread_pool.h"
@@ -91,6 +92,16 @@ void write_random_model(const RandomModelSpec& spec, const std::string& vocab_pa
                              : 1.0f;
   }
   validate(s);
+  c.layer_window.clear();
+  if (c.is_gemma3() && s.sliding_window > 0) {
+    if (s.sliding_window > c.context_length)
+      fail("--window {} is larger than the context length --ctx {}", s.sliding_window, c.context_length);
+    if (s.swa_period < 0) fail("--swa-period must be >= 0 (got {})", s.swa_period);
+    for (int l = 0; l < c.n_layers; ++l)
+      c.layer_window.push_back(gemma3_layer_is_local(l, s.swa_period) ? s.sliding_window : 0);
+  } else if (s.sliding_window > 0) {
+    fail("--window is for gemma3 (got --arch {})", arch_name(c.arch));
+  }
 
   gguf::Writer w;
   c.n_vocab = copy_vocab(vocab_path, w);
@@ -136,6 +147,10 @@ void write_random_model(const RandomModelSpec& spec, const std::string& vocab_pa
     if (c.has_qk_norm()) {
       vector(p + "attn_q_norm.weight", c.head_dim, 1.0f, 0.1f);
       vector(p + "attn_k_norm.weight", c.head_dim, 1.0f, 0.1f);
+    }
+    if (c.is_gemma3()) {
+      vector(p + "post_attention_norm.weight", c.dim, 1.0f, 0.1f);
+      vector(p + "post_ffw_norm.weight", c.dim, 1.0f, 0.1f);
     }
     vector(p + "ffn_norm.weight", c.dim, 1.0f, 0.1f);
     if (c.fused_projections()) {

@@ -23,6 +23,10 @@ struct RandomModelSpec {
   // Rotated dimensions per head; 0: the whole head, except phi3: 3/4 of it (Phi-4-mini's 96 of 128).
   int rope_dims = 0;
   uint64_t seed = 1;
+  // gemma3: the sliding window (0: none, every layer global) and the period of its layer pattern
+  // (llama.cpp's 6 is left out of the file, as its converter does).
+  int sliding_window = 0;
+  int swa_period = 6;
 };
 
 // Sets the tokenizer.* keys of `vocab_path` (a vocab or model GGUF), or of the built-in byte

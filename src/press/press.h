@@ -65,7 +65,7 @@ class PressContext {
 // True when some layer holds more tokens than the budget: a method that pays for an extra forward
 // pass to score (DapQ, LookaheadKV) skips it otherwise.
 inline bool cache_exceeds_budget(PressContext& ctx) {
-  for (int layer = 0; layer < ctx.cache().n_layers(); ++layer)
+  for (int layer : ctx.cache().global_layers())
     if (ctx.cache().n_tokens(layer) > ctx.budget()) return true;
   return false;
 }

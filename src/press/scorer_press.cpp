@@ -27,14 +27,14 @@ void ScorerPress::compress(PressContext& ctx) {
   PagedKvCache& cache = ctx.cache();
   std::vector<int64_t> budgets(cache.n_layers());
   bool over = false;
-  for (int layer = 0; layer < cache.n_layers(); ++layer) {
+  for (int layer : cache.global_layers()) {
     budgets[layer] = layer_budget(ctx, layer);
     over = over ||
            (selection_ ? selection_->over_budget(ctx, layer, budgets[layer]) : cache.n_tokens(layer) > budgets[layer]);
   }
   if (!over) return;  // within budget: no extra forward pass (DapQ, LookaheadKV)
   prepare_scores(ctx);
-  for (int layer = 0; layer < cache.n_layers(); ++layer) compress_layer(ctx, layer, budgets[layer]);
+  for (int layer : cache.global_layers()) compress_layer(ctx, layer, budgets[layer]);
 }
 
 void ScorerPress::compress_layer(PressContext& ctx, int layer, int64_t budget) {
@@ -52,14 +52,14 @@ void ScorerPress::evict_lowest_until_within_budget(PressContext& ctx,
                                                    const std::function<void(int, int)>& evict_lowest) {
   if (selection_) return compress(ctx);  // adakv chooses across the layer's heads
   PagedKvCache& cache = ctx.cache();
-  for (int layer = 0; layer < cache.n_layers(); ++layer)
+  for (int layer : cache.global_layers())
     for (int h = 0; h < cache.n_kv_heads(); ++h)
       while (cache.head(layer, h).size() > ctx.budget()) evict_lowest(layer, h);
 }
 
 int64_t largest_head(PagedKvCache& cache) {
   int64_t largest = 0;
-  for (int layer = 0; layer < cache.n_layers(); ++layer) largest = std::max(largest, cache.n_tokens(layer));
+  for (int layer : cache.global_layers()) largest = std::max(largest, cache.n_tokens(layer));
   return largest;
 }
 

@@ -45,7 +45,8 @@ struct JobResult {
   int64_t budget = 0;                              // 0: none
   std::string press;
   uint64_t kv_bytes_peak = 0, kv_bytes_final = 0, kv_bytes_full = 0;  // full: the prompt uncompressed
-  nlohmann::json kv_map;  // {n_positions, layers: [[runs of [start, end) per KV head]]} when asked
+  nlohmann::json kv_layers;  // per layer after prefill: kind, window, tokens, bytes (kv_layers_json)
+  nlohmann::json kv_map;     // {n_positions, layers: [[runs of [start, end) per KV head]]} when asked
 };
 
 struct GenerationJob {

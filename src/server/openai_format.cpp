@@ -55,6 +55,7 @@ json kv_json(const JobResult& r) {
              {"bytes_full", r.kv_bytes_full},
              {"slot", r.slot},
              {"reused_tokens", r.n_reused}};
+  if (!r.kv_layers.is_null()) kv["layers"] = r.kv_layers;
   if (!r.kv_map.is_null()) kv["map"] = r.kv_map;
   return kv;
 }

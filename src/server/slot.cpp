@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include "engine/kv_file.h"
+#include "engine/kv_layers_json.h"
 #include "kv/page_pool.h"
 #include "server/text_stream.h"
 #include "util/error.h"
@@ -66,7 +67,9 @@ size_t Slot::reusable(const std::vector<int32_t>& prompt, const std::string& key
   const size_t n = std::min(prompt.size(), held.size());
   size_t common = 0;
   while (common < n && prompt[common] == held[common]) ++common;
-  return common == prompt.size() ? common - 1 : common;
+  common = common == prompt.size() ? common - 1 : common;
+  // A sliding-window layer cannot go back before what it still holds: start afresh instead.
+  return common < held.size() && !session_->can_rewind(int64_t(common)) ? 0 : common;
 }
 
 void Slot::reset() {
@@ -146,6 +149,7 @@ void Slot::prefill_block() {
   result_.budget = session_->budget() == kNoBudget ? 0 : session_->budget();
   result_.kv_bytes_full =
       kv_bytes_for(model_.config(), engine_, int64_t(job.prompt.size())) - kv_bytes_for(model_.config(), engine_, 0);
+  result_.kv_layers = kv_layers_json(kv);
   if (job.kv_map) result_.kv_map = kept_map();
   decode_start_ = Clock::now();
 }

@@ -58,6 +58,10 @@ void axpy(float a, const float* x, float* y, int64_t n) { KVSLIM_ISA_DISPATCH(ax
 
 float dot(const float* a, const float* b, int64_t n) { KVSLIM_ISA_DISPATCH(dot(a, b, n)); }
 
+void gelu_tanh_gated(const float* gate, const float* up, float* out, int64_t n) {
+  KVSLIM_ISA_DISPATCH(gelu_tanh_gated(gate, up, out, n));
+}
+
 void rope_inplace(float* x, int n_heads, int64_t pos, const RopeConfig& config) {
   KVSLIM_ISA_DISPATCH(rope_inplace(x, n_heads, pos, config));
 }

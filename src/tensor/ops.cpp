@@ -266,6 +266,14 @@ float dot(const float* a, const float* b, int64_t n) {
   return s;
 }
 
+void gelu_tanh_gated(const float* gate, const float* up, float* out, int64_t n) {
+  constexpr float kSqrt2OverPi = 0.79788456080286535588f;
+  for (int64_t i = 0; i < n; ++i) {
+    const float x = gate[i];
+    out[i] = 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * x * (1.0f + 0.044715f * x * x))) * up[i];
+  }
+}
+
 void rope_inplace(float* x, int n_heads, int64_t pos, const RopeConfig& config) {
   const int head_dim = config.head_dim;
   const int n_rot = config.n_rot;
@@ -278,7 +286,7 @@ void rope_inplace(float* x, int n_heads, int64_t pos, const RopeConfig& config) 
   float cs[kMaxPairs], sn[kMaxPairs];
   const double base = static_cast<double>(config.base);
   for (int i = 0; i < half; ++i) {
-    double theta = static_cast<double>(pos) * std::pow(base, -2.0 * i / n_rot);
+    double theta = static_cast<double>(pos) * config.freq_scale * std::pow(base, -2.0 * i / n_rot);
     if (config.freq_factors != nullptr) theta /= static_cast<double>(config.freq_factors[i]);
     cs[i] = static_cast<float>(std::cos(theta)) * config.attn_factor;
     sn[i] = static_cast<float>(std::sin(theta)) * config.attn_factor;

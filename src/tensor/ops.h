@@ -59,6 +59,9 @@ void softmax_inplace(float* x, int64_t n);
 
 // out[i] = silu(gate[i]) * up[i]
 void swiglu(const float* gate, const float* up, float* out, int64_t n);
+// out = gelu(gate) * up with GELU's tanh form 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+// (Gemma's gated FFN, ggml's gelu).
+void gelu_tanh_gated(const float* gate, const float* up, float* out, int64_t n);
 
 void add_inplace(float* y, const float* x, int64_t n);    // y += x
 void axpy(float a, const float* x, float* y, int64_t n);  // y += a * x
@@ -69,13 +72,15 @@ float dot(const float* a, const float* b, int64_t n);
 int64_t indices_at_least(const float* values, int64_t n, float threshold, int32_t* out);
 
 // Rotary position embedding of `n_heads` consecutive vectors of `head_dim` floats at position
-// `pos`. Only the first `n_rot` dims of each head rotate. Pairing: adjacent (x[2i], x[2i+1]) for llama/smollm3
-// (neox = false); split halves (x[i], x[i + n_rot/2]) for qwen2/qwen3/phi3 (neox = true).
-// theta_i = pos * base^(-2i/n_rot) / freq_factors[i] (freq_factors may be null: all 1).
+// `pos`. Only the first `n_rot` dims of each head rotate. Pairing: adjacent (x[2i], x[2i+1]) for
+// llama/smollm3 (neox = false); split halves (x[i], x[i + n_rot/2]) for qwen2/qwen3/phi3/gemma3 (neox =
+// true). theta_i = pos * freq_scale * base^(-2i/n_rot) / freq_factors[i] (freq_factors may be null: all
+// 1; freq_scale is linear RoPE scaling, 1 / rope.scaling.factor).
 struct RopeConfig {
   int head_dim = 0;
   int n_rot = 0;
   float base = 10000.0f;
+  float freq_scale = 1.0f;
   bool neox = false;
   const float* freq_factors = nullptr;  // n_rot/2 entries (Llama 3.1's rope_freqs.weight)
   float attn_factor = 1.0f;             // scales the rotated pairs (Phi-3's rope.scaling.attn_factor)

@@ -43,7 +43,7 @@ class ColumnSums final : public AttentionProbe {
   // go; the new turn's tokens start at zero as their rows arrive).
   void fit(PressContext& ctx, int64_t reserve) {
     const int group = ctx.config().group_size();
-    for (int layer = 0; layer < ctx.cache().n_layers(); ++layer)
+    for (int layer : ctx.cache().global_layers())
       for (int q = 0; q < n_heads_; ++q) {
         std::vector<float>& s = of(layer, q);
         s.resize(ctx.cache().head(layer, q / group).size(), 0.0f);
@@ -119,8 +119,7 @@ class H2oPress final : public ScorerPress {
   void begin_turn(PressContext& ctx) override {
     if (sums_.empty()) return begin(ctx);
     int64_t largest = 0;
-    for (int layer = 0; layer < ctx.cache().n_layers(); ++layer)
-      largest = std::max(largest, ctx.cache().n_tokens(layer));
+    for (int layer : ctx.cache().global_layers()) largest = std::max(largest, ctx.cache().n_tokens(layer));
     const int64_t turn = ctx.n_prompt() - ctx.n_past();
     sums_.fit(ctx, largest + turn + ctx.n_predict() + 1);
   }

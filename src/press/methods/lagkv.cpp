@@ -73,7 +73,7 @@ class LagKvPress final : public Press {
   // keeps the same count, so one `base` per layer describes them all.
   void compress_recursive(PressContext& ctx) {
     PagedKvCache& cache = ctx.cache();
-    for (int layer = 0; layer < cache.n_layers(); ++layer) {
+    for (int layer : cache.global_layers()) {
       const int64_t base = base_[layer], n = cache.head(layer, 0).size();
       if (n < base + 2 * lag_) continue;
       const int64_t partitions = (n - base) / lag_;
@@ -102,7 +102,7 @@ class LagKvPress final : public Press {
   // sinks, then the most recent tokens (scores rise with position).
   void compress_oneshot(PressContext& ctx) {
     PagedKvCache& cache = ctx.cache();
-    for (int layer = 0; layer < cache.n_layers(); ++layer)
+    for (int layer : cache.global_layers())
       for (int h = 0; h < cache.n_kv_heads(); ++h) {
         const HeadCache& head = cache.head(layer, h);
         const int64_t n = head.size();

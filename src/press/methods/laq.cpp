@@ -40,7 +40,7 @@ class LaqPress final : public Press, private SparseSelector {
     PagedKvCache& cache = ctx.cache();
     const int64_t budget = ctx.budget();
     bool over_budget = false;
-    for (int layer = 0; layer < cache.n_layers(); ++layer) over_budget |= cache.n_tokens(layer) > budget;
+    for (int layer : cache.global_layers()) over_budget |= cache.n_tokens(layer) > budget;
     if (!over_budget) return;  // budget >= prompt: no pseudo response
     n_prompt_ = ctx.n_prompt();
     group_ = ctx.config().group_size();
@@ -50,10 +50,10 @@ class LaqPress final : public Press, private SparseSelector {
     // The pseudo response's tokens follow each head's cache (in later turns of a session a head
     // holds fewer tokens than the history).
     pseudo_from_.assign(draft_.size(), 0);
-    for (int layer = 0; layer < cache.n_layers(); ++layer)
+    for (int layer : cache.global_layers())
       for (int h = 0; h < cache.n_kv_heads(); ++h)
         pseudo_from_[size_t(layer) * cache.n_kv_heads() + h] = cache.head(layer, h).size();
-    for (int layer = 0; layer < cache.n_layers(); ++layer)
+    for (int layer : cache.global_layers())
       for (int h = 0; h < cache.n_kv_heads(); ++h)
         draft_[size_t(layer) * cache.n_kv_heads() + h] =
             draft_scorer_.select(ctx, layer, h, draft_scorer_.score(ctx, layer, h), budget);
@@ -68,7 +68,7 @@ class LaqPress final : public Press, private SparseSelector {
     ctx.generate_pseudo(lookahead_, nullptr);
 
     // Stage 3: evict the full prompt KV by the pseudo queries' pooled votes.
-    for (int layer = 0; layer < cache.n_layers(); ++layer)
+    for (int layer : cache.global_layers())
       for (int h = 0; h < cache.n_kv_heads(); ++h) {
         if (cache.head(layer, h).size() <= budget) continue;
         // Votes cover the history's length; a later turn's head holds fewer tokens.

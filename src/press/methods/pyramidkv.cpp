@@ -48,7 +48,11 @@ class PyramidKvPress final : public SnapKvScorer {
     const int64_t budget = ctx.budget();
     const int64_t b = budget - window();
     if (ctx.n_prompt() <= budget || b <= 0) return budget;
-    return pyramid_prefix_budgets(ctx.cache().n_layers(), b, beta_)[layer] + window();
+    // The pyramid spans the layers the method governs: on a model with sliding-window layers
+    // (gemma3), its global layers in order (the first global layer gets the largest budget).
+    const std::vector<int>& layers = ctx.cache().global_layers();
+    const auto rank = std::find(layers.begin(), layers.end(), layer) - layers.begin();
+    return pyramid_prefix_budgets(int(layers.size()), b, beta_)[size_t(rank)] + window();
   }
 
  private:

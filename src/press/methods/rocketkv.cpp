@@ -103,7 +103,7 @@ class RocketKvPress final : public SparseAttentionPress {
     tail_from_.assign(heads, 0);
     bounds_.resize(heads);
     const int kernel = s_.long_threshold > 0 && ctx.n_prompt() >= s_.long_threshold ? s_.kernel_long : s_.kernel;
-    for (int layer = 0; layer < cache.n_layers(); ++layer)
+    for (int layer : cache.global_layers())
       for (int h = 0; h < cache.n_kv_heads(); ++h) {
         const size_t lh = size_t(layer) * cache.n_kv_heads() + h;
         bounds_[lh].reset(plan_.page, cache.head_dim());
@@ -124,15 +124,17 @@ class RocketKvPress final : public SparseAttentionPress {
           ctx.keep(layer, h, keep);
         }
       }
-    // What the first decode step stores and reads per head (stage 2 pages what it ranks).
+    // What the first decode step stores and reads per head (stage 2 pages what it ranks), over
+    // the heads of the layers it governs (a sliding-window layer holds its window).
     cost_ = {};
-    for (int layer = 0; layer < cache.n_layers(); ++layer)
+    const double governed = double(cache.global_layers().size()) * cache.n_kv_heads();
+    for (int layer : cache.global_layers())
       for (int h = 0; h < cache.n_kv_heads(); ++h) {
         const size_t lh = size_t(layer) * cache.n_kv_heads() + h;
         const int64_t stored = cache.head(layer, h).size();
         const int64_t paged = s_.multi_turn && !working_set_[lh].empty() ? int64_t(working_set_[lh].size()) : stored;
-        cost_.storage += plan_.storage_tokens(stored, paged) / double(heads);
-        cost_.traffic += plan_.traffic_tokens(paged, cache.head_dim()) / double(heads);
+        cost_.storage += plan_.storage_tokens(stored, paged) / governed;
+        cost_.traffic += plan_.traffic_tokens(paged, cache.head_dim()) / governed;
       }
   }
 

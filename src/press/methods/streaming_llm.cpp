@@ -25,7 +25,7 @@ class StreamingLlmPress final : public Press {
   void evict(PressContext& ctx) {
     PagedKvCache& cache = ctx.cache();
     const int64_t budget = ctx.budget();
-    for (int layer = 0; layer < cache.n_layers(); ++layer)
+    for (int layer : cache.global_layers())
       for (int h = 0; h < cache.n_kv_heads(); ++h) {
         const int64_t n = cache.head(layer, h).size();
         if (n <= budget) continue;

@@ -47,8 +47,7 @@ class TovaPress final : public ScorerPress {
   // The next decode token's row is the one to record; size the sums for the largest head + 1.
   void prepare_next_step(PressContext& ctx) {
     int64_t largest = 0;
-    for (int layer = 0; layer < ctx.cache().n_layers(); ++layer)
-      largest = std::max(largest, ctx.cache().n_tokens(layer));
+    for (int layer : ctx.cache().global_layers()) largest = std::max(largest, ctx.cache().n_tokens(layer));
     last_row_.reset(ctx.config(), largest + 1, ctx.n_past());
   }
 
