@@ -23,8 +23,9 @@ void add_init_model_command(CLI::App& app) {
   c.ffn_dim = 768;
   c.context_length = 4096;
   CLI::App* cmd = app.add_subcommand("init-model", "write a model with random weights and a copied tokenizer");
-  cmd->add_option("--arch", opt->arch,
-                  "llama, qwen2, qwen3, phi3 (fused QKV and gate/up, LongRoPE), smollm3 or gemma3 (sliding-window layers)")
+  cmd->add_option(
+         "--arch", opt->arch,
+         "llama, qwen2, qwen3, phi3 (fused QKV and gate/up, LongRoPE), smollm3 or gemma3 (sliding-window layers)")
       ->capture_default_str();
   cmd->add_option("--layers", c.n_layers, "transformer blocks")->capture_default_str();
   cmd->add_option("--dim", c.dim, "embedding size")->capture_default_str();
