@@ -10,6 +10,7 @@
 #include <random>
 #include <stdexcept>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "tensor/dtype.h"
@@ -379,7 +380,7 @@ TEST_P(OpsMatvec, OneAndTwoThreadsBitIdentical) {
 }
 
 // Decode's fused q/k/v and gate/up products: each output equals matvec's bit for bit, for any
-// thread count (the matrices share one dispatch; a chunk never spans two of them).
+// thread count (the matrices share one dispatch; a chunk that spans two is done as two ranges).
 TEST_P(OpsMatvec, MultiEqualsSeparateMatvecs) {
   const DType type = GetParam();
   ThreadPool one(1), two(2), three(3);
@@ -414,6 +415,43 @@ TEST_P(OpsMatvec, MultiEqualsSeparateMatvecs) {
   matvec(other.view(), x.data(), y_other_ref.data(), one);
   EXPECT_EQ(0, std::memcmp(y_a.data(), separate[0].data(), y_a.size() * 4));
   EXPECT_EQ(0, std::memcmp(y_other.data(), y_other_ref.data(), y_other.size() * 4));
+}
+
+// Decode's schedule: every index of [0, n) handed out exactly once, in chunks that never grow,
+// are at least min_chunk (but for the last) and at most what is left / divisor (but for the
+// min), also when several threads claim at once.
+TEST(GuidedQueue, CoversEachIndexOnceInShrinkingChunks) {
+  for (const auto [n, min_chunk, divisor] :
+       {std::tuple<int64_t, int64_t, int64_t>{1000, 16, 4}, {7, 16, 4}, {1, 1, 1}, {0, 4, 2}, {4099, 1, 6}}) {
+    detail::GuidedQueue q(n, min_chunk, divisor);
+    std::vector<int> seen(static_cast<size_t>(n), 0);
+    int64_t b, e, prev = n + 1, expect_begin = 0;
+    while (q.pop(b, e)) {
+      ASSERT_EQ(b, expect_begin);
+      ASSERT_GT(e, b);
+      const int64_t left = n - b, size = e - b;
+      EXPECT_EQ(size, std::min(left, std::max(min_chunk, left / divisor))) << "n=" << n << " at " << b;
+      EXPECT_LE(size, prev);
+      prev = size;
+      for (int64_t i = b; i < e; ++i) ++seen[static_cast<size_t>(i)];
+      expect_begin = e;
+    }
+    EXPECT_EQ(expect_begin, n);
+    for (int c : seen) ASSERT_EQ(c, 1);
+  }
+  // Four threads at once: still every index exactly once.
+  const int64_t n = 100000;
+  detail::GuidedQueue q(n, 3, 8);
+  std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&] {
+      int64_t b, e;
+      while (q.pop(b, e))
+        for (int64_t i = b; i < e; ++i) hits[static_cast<size_t>(i)].fetch_add(1);
+    });
+  for (auto& t : threads) t.join();
+  for (const auto& h : hits) ASSERT_EQ(h.load(), 1);
 }
 
 INSTANTIATE_TEST_SUITE_P(AllTypes, OpsMatvec, ::testing::ValuesIn(kAllTypes),

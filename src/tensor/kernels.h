@@ -82,6 +82,34 @@ class ChunkQueue {
   std::atomic<int64_t> next_{0};
 };
 
+// Hands out [0, n) in shrinking chunks: each claim takes 1/divisor of what is left, but at
+// least min_chunk. Big chunks first keep the claims few; small ones at the end leave the
+// threads finishing within one small chunk of each other (decode's matvecs, where a thread
+// waiting at the end of each of ~80 dispatches a token is bandwidth lost). Like ChunkQueue, it
+// changes only which thread computes an item, never how.
+class GuidedQueue {
+ public:
+  GuidedQueue(int64_t n, int64_t min_chunk, int64_t divisor)
+      : n_(n), min_(min_chunk < 1 ? 1 : min_chunk), div_(divisor < 1 ? 1 : divisor) {}
+  bool pop(int64_t& begin, int64_t& end) {
+    int64_t b = next_.load(std::memory_order_relaxed);
+    for (;;) {
+      if (b >= n_) return false;
+      const int64_t size = (n_ - b) / div_ > min_ ? (n_ - b) / div_ : min_;
+      const int64_t e = n_ - b > size ? b + size : n_;
+      if (next_.compare_exchange_weak(b, e, std::memory_order_relaxed)) {
+        begin = b;
+        end = e;
+        return true;
+      }
+    }
+  }
+
+ private:
+  const int64_t n_, min_, div_;
+  std::atomic<int64_t> next_{0};
+};
+
 // Prefetches the cache lines of columns [k0, k0 + kc) of rows [r0, r1) of a weight matrix, one
 // slice (`part` of `parts`) at a time. GEMM loops call it once per micro-kernel call to pull the
 // next weight panel out of DRAM while the current one is being computed on.

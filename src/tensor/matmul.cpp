@@ -168,8 +168,8 @@ void pack_w_panel(const WeightView& w, int64_t r0, int64_t k0, int64_t kc, float
   const DType src_type = src.type;
   const int64_t base = src.base;
   const int64_t kc8 = kc / 8 * 8;
-  for (int64_t kk = 0; kk < kc8; kk += 8) {
-    for (int half = 0; half < kNR / 8; ++half) {
+  for (int half = 0; half < kNR / 8; ++half) {
+    for (int64_t kk = 0; kk < kc8; kk += 8) {
       __m256 v[8];
       for (int i = 0; i < 8; ++i) {
         const uint8_t* row = rows[8 * half + i];
@@ -546,19 +546,29 @@ void gemm_panels(const WeightView& w, const GemmOperands& op, ThreadPool* pool) 
     auto* wbuf =
         static_cast<typename P::WElem*>(w_scratch.get((kChunk + 1) * P::kWElems * sizeof(typename P::WElem) + 64));
     typename P::WElem* tmp = wbuf + kChunk * P::kWElems;
-    int64_t p0, p1;
-    while (queue.pop(p0, p1)) {
+    // The chunk after this one is claimed while this one's last K slice is computed, so that its
+    // first slice can be prefetched like every other slice (the chunk's first slice otherwise
+    // waited on DRAM in pack_w).
+    int64_t p0 = 0, p1 = 0, n0 = 0, n1 = 0;
+    bool have = queue.pop(p0, p1);
+    while (have) {
+      bool have_next = false;
       for (int64_t k0 = 0; k0 < k; k0 += kKC) {
         const int64_t kc = std::min(kKC, k - k0);
         for (int64_t p = p0; p < p1; ++p) P::pack_w(w, p * kNR, k0, kc, wbuf + (p - p0) * P::kWElems, tmp);
-        // While the last token panels of this slice are computed, the next slice's weights are
-        // pulled towards the cache. Not earlier: the token panels stream through L1 and L2 (512
-        // tokens of a slice are 512 KiB of f32) and would evict them again before their use.
+        // While the last token panels of this slice are computed, the next slice's weights (this
+        // chunk's next slice, or the next chunk's first) are pulled towards the cache. Not
+        // earlier: the token panels stream through L1 and L2 (512 tokens of a slice are 512 KiB
+        // of f32) and would evict them again before their use.
         const int64_t next_k0 = k0 + kKC;
-        const bool more = P::kPrefetchWeights && next_k0 < k;
+        const bool last = next_k0 >= k;
+        if (last) have_next = queue.pop(n0, n1);
+        const int64_t pf_r0 = (last ? n0 : p0) * kNR, pf_r1 = std::min(w.rows, (last ? n1 : p1) * kNR);
+        const int64_t pf_k0 = last ? 0 : next_k0;
+        const bool more = P::kPrefetchWeights && (!last || have_next);
         const int64_t window = std::min<int64_t>(n_xpanels, kPrefetchPanels);
-        const detail::PanelPrefetcher prefetcher(w, p0 * kNR, more ? std::min(w.rows, p1 * kNR) : p0 * kNR, next_k0,
-                                                 more ? std::min(kKC, k - next_k0) : 0, window);
+        const detail::PanelPrefetcher prefetcher(w, pf_r0, more ? pf_r1 : pf_r0, pf_k0,
+                                                 more ? std::min(kKC, k - pf_k0) : 0, window);
         for (int64_t xpi = 0; xpi < n_xpanels; ++xpi) {
           const int64_t t0 = xpi * kMR;
           const int mt = static_cast<int>(std::min<int64_t>(kMR, n - t0));
@@ -571,6 +581,9 @@ void gemm_panels(const WeightView& w, const GemmOperands& op, ThreadPool* pool) 
           if (xpi >= n_xpanels - window) prefetcher.part(xpi - (n_xpanels - window));
         }
       }
+      p0 = n0;
+      p1 = n1;
+      have = have_next;
     }
   };
   if (parallel) {
