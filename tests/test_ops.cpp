@@ -421,7 +421,7 @@ TEST_P(OpsMatvec, MultiEqualsSeparateMatvecs) {
 // are at least min_chunk (but for the last) and at most what is left / divisor (but for the
 // min), also when several threads claim at once.
 TEST(GuidedQueue, CoversEachIndexOnceInShrinkingChunks) {
-  for (const auto [n, min_chunk, divisor] :
+  for (const auto& [n, min_chunk, divisor] :
        {std::tuple<int64_t, int64_t, int64_t>{1000, 16, 4}, {7, 16, 4}, {1, 1, 1}, {0, 4, 2}, {4099, 1, 6}}) {
     detail::GuidedQueue q(n, min_chunk, divisor);
     std::vector<int> seen(static_cast<size_t>(n), 0);

@@ -76,21 +76,28 @@ Outcome run(const Model& model, const std::string& method, int64_t budget, int n
   return r;
 }
 
-// The suite runs every method on a llama model and on a gemma3 one ("gemma3:" before the
-// method's name), whose layers 0 and 2 are sliding-window layers of kGemma3Window tokens that no
-// method governs, and layers 1 and 3 global.
+// The suite runs every method on a llama model and on one model of each other architecture, named
+// before the method ("gemma3:snapkv"): gemma3, whose layers 0 and 2 are sliding-window layers of
+// kGemma3Window tokens that no method governs and layers 1 and 3 global; phi3 (fused projections,
+// partial RoPE with LongRoPE factors); smollm3 (its fourth layer has no RoPE).
 constexpr int kGemma3Window = 16;
-bool on_gemma3(const std::string& param) { return param.rfind("gemma3:", 0) == 0; }
-std::string method_of(const std::string& param) { return on_gemma3(param) ? param.substr(7) : param; }
+Arch arch_of(const std::string& param) {
+  const size_t colon = param.find(':');
+  return colon == std::string::npos ? Arch::Llama : arch_from_name(param.substr(0, colon));
+}
+std::string method_of(const std::string& param) {
+  const size_t colon = param.find(':');
+  return colon == std::string::npos ? param : param.substr(colon + 1);
+}
 
-std::string model_path(int kv_heads, bool gemma3 = false) {
+std::string model_path(int kv_heads, Arch arch = Arch::Llama) {
   testing::TinyModel m;
   m.heads = 4;
   m.kv_heads = kv_heads;
   m.layers = 3;
-  if (gemma3) {
-    m.arch = Arch::Gemma3;
-    m.layers = 4;
+  m.arch = arch;
+  if (arch != Arch::Llama) m.layers = 4;
+  if (arch == Arch::Gemma3) {
     m.window = kGemma3Window;
     m.swa_period = 2;
   }
@@ -117,7 +124,7 @@ TEST_P(PressInvariants, EveryMethodHasABudgetRule) {
 }
 
 TEST_P(PressInvariants, BudgetCoveringTheRequestIsIdenticalToFull) {
-  const auto model = Model::load(model_path(2, on_gemma3(GetParam())));
+  const auto model = Model::load(model_path(2, arch_of(GetParam())));
   const int n_prompt = 70, n_predict = 5;
   const Outcome full = run(*model, "full", kNoBudget, n_prompt, n_predict);
   const Outcome r = run(*model, method_of(GetParam()), n_prompt + n_predict, n_prompt, n_predict);
@@ -128,9 +135,8 @@ TEST_P(PressInvariants, BudgetCoveringTheRequestIsIdenticalToFull) {
 
 TEST_P(PressInvariants, KeptTokensFollowTheBudgetRule) {
   const Rule rule = budget_rule(method_of(GetParam()));
-  const bool gemma3 = on_gemma3(GetParam());
   for (int kv_heads : {4, 2, 1}) {  // GQA group sizes 1, 2, 4
-    const auto model = Model::load(model_path(kv_heads, gemma3));
+    const auto model = Model::load(model_path(kv_heads, arch_of(GetParam())));
     const int64_t budget = 40, n_prompt = 150;
     const Outcome r = run(*model, method_of(GetParam()), budget, n_prompt, 3);
     int layers = 0;  // the governed (global) layers
@@ -174,7 +180,7 @@ TEST_P(PressInvariants, KeptTokensFollowTheBudgetRule) {
 }
 
 TEST_P(PressInvariants, DeterministicForASeed) {
-  const auto model = Model::load(model_path(2, on_gemma3(GetParam())));
+  const auto model = Model::load(model_path(2, arch_of(GetParam())));
   const std::string method = method_of(GetParam());
   const Outcome a = run(*model, method, 32, 120, 6), b = run(*model, method, 32, 120, 6);
   EXPECT_EQ(a.kept, b.kept);
@@ -185,7 +191,7 @@ TEST_P(PressInvariants, DeterministicForASeed) {
 TEST_P(PressInvariants, KvBytesShrinkWithTheBudget) {
   const Rule rule = budget_rule(method_of(GetParam()));
   if (rule == Rule::NoEviction || rule == Rule::OwnSchedule) GTEST_SKIP() << "budget does not set storage";
-  const auto model = Model::load(model_path(2, on_gemma3(GetParam())));
+  const auto model = Model::load(model_path(2, arch_of(GetParam())));
   const std::string method = method_of(GetParam());
   const Outcome small = run(*model, method, 24, 200, 2), large = run(*model, method, 96, 200, 2),
                 full = run(*model, "full", kNoBudget, 200, 2);
@@ -193,62 +199,20 @@ TEST_P(PressInvariants, KvBytesShrinkWithTheBudget) {
   EXPECT_LT(large.kv_bytes_after_prefill, full.kv_bytes_after_prefill);
 }
 
-// Phi-3 (fused projections, partial RoPE with LongRoPE factors) and SmolLM3 (NoPE layers): a
-// budget covering the request is still identical to full, kept tokens follow the method's rule
-// and the run is deterministic.
-TEST_P(PressInvariants, HoldOnPhi3AndSmolLM3) {
-  const Rule rule = budget_rule(GetParam());
-  for (Arch arch : {Arch::Phi3, Arch::SmolLM3}) {
-    SCOPED_TRACE(arch_name(arch));
-    testing::TinyModel m;
-    m.arch = arch;
-    m.layers = 4;  // SmolLM3's fourth layer has no RoPE
-    const auto model = Model::load(testing::make_model(m));
-    const int n_prompt = 90, n_predict = 4, kv_heads = m.kv_heads, layers = m.layers;
-    const Outcome full = run(*model, "full", kNoBudget, n_prompt, n_predict);
-    const Outcome covering = run(*model, GetParam(), n_prompt + n_predict, n_prompt, n_predict);
-    EXPECT_EQ(covering.tokens, full.tokens);
-    EXPECT_EQ(covering.logits, full.logits);
-    const int64_t budget = 30;
-    const Outcome r = run(*model, GetParam(), budget, n_prompt, n_predict);
-    EXPECT_EQ(r.kept, run(*model, GetParam(), budget, n_prompt, n_predict).kept);
-    int64_t total = 0;
-    for (int l = 0; l < layers; ++l) {
-      int64_t layer_total = 0;
-      for (int h = 0; h < kv_heads; ++h) {
-        const auto& kept = r.kept[l * kv_heads + h];
-        if (rule == Rule::PerHead) {
-          EXPECT_LE(int64_t(kept.size()), budget) << "layer " << l;
-        }
-        if (rule == Rule::NoEviction) {
-          EXPECT_EQ(int64_t(kept.size()), n_prompt);
-        }
-        layer_total += int64_t(kept.size());
-      }
-      if (rule == Rule::PerLayer) {
-        EXPECT_LE(layer_total, kv_heads * budget) << "layer " << l;
-      }
-      total += layer_total;
-    }
-    if (rule == Rule::PerModel) {
-      EXPECT_LE(total, layers * kv_heads * budget);
-    }
-    if (rule == Rule::PerHead || rule == Rule::PerLayer || rule == Rule::PerModel) {
-      EXPECT_LT(total, int64_t(layers) * kv_heads * n_prompt) << "nothing evicted";
-    }
-  }
-}
-
 INSTANTIATE_TEST_SUITE_P(AllMethods, PressInvariants, ::testing::ValuesIn(registered_methods()),
                          [](const auto& info) { return info.param; });
 
-std::vector<std::string> registered_methods_on_gemma3() {
+std::vector<std::string> registered_methods_on(const std::string& arch) {
   std::vector<std::string> params;
-  for (const std::string& name : registered_methods()) params.push_back("gemma3:" + name);
+  for (const std::string& name : registered_methods()) params.push_back(arch + ":" + name);
   return params;
 }
 
-INSTANTIATE_TEST_SUITE_P(AllMethodsOnGemma3, PressInvariants, ::testing::ValuesIn(registered_methods_on_gemma3()),
+INSTANTIATE_TEST_SUITE_P(AllMethodsOnGemma3, PressInvariants, ::testing::ValuesIn(registered_methods_on("gemma3")),
+                         [](const auto& info) { return method_of(info.param); });
+INSTANTIATE_TEST_SUITE_P(AllMethodsOnPhi3, PressInvariants, ::testing::ValuesIn(registered_methods_on("phi3")),
+                         [](const auto& info) { return method_of(info.param); });
+INSTANTIATE_TEST_SUITE_P(AllMethodsOnSmolLM3, PressInvariants, ::testing::ValuesIn(registered_methods_on("smollm3")),
                          [](const auto& info) { return method_of(info.param); });
 
 TEST(PressRegistry, UnknownMethodListsTheValidOnes) {

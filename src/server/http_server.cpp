@@ -2,7 +2,9 @@
 
 #include <httplib.h>
 
+#include <chrono>
 #include <filesystem>
+#include <thread>
 
 #include "engine/press_catalogue.h"
 #include "engine/system_info.h"
@@ -157,8 +159,15 @@ void HttpServer::load() {
     fmt::print(stderr, "kvslim serve: model loaded ({} slots, context {}, {} threads)\n", options_.parallel,
                options_.engine.context, pool_->size());
   } catch (const std::exception& e) {
-    std::lock_guard lock(load_mutex_);
-    load_error_ = e.what();
+    {
+      std::lock_guard lock(load_mutex_);
+      load_error_ = e.what();
+    }
+    // cpp-httplib's stop() does nothing until listen_after_bind() has started, and on a busy
+    // machine this thread can fail before run()'s thread gets there: the server would then listen
+    // on without a model instead of exiting with the error. Wait for it (it is the next thing
+    // run() does), then stop it.
+    while (!http_->is_running() && !listen_returned_) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     http_->stop();
   }
 }
@@ -166,6 +175,7 @@ void HttpServer::load() {
 void HttpServer::run() {
   loader_ = std::thread([this] { load(); });
   http_->listen_after_bind();
+  listen_returned_ = true;
   loader_.join();
   std::lock_guard lock(load_mutex_);
   if (load_error_) throw Error(*load_error_);

@@ -89,6 +89,7 @@ class HttpServer {
   Metrics metrics_;
   std::atomic<bool> ready_{false};
   std::thread loader_;
+  std::atomic<bool> listen_returned_{false};  // run()'s listen_after_bind() has returned
   std::optional<std::string> load_error_;
   std::mutex load_mutex_;
 
