@@ -217,6 +217,11 @@ RandomModelSpec tiny_spec(Arch arch, float weight_std) {
   spec.type = DType::F32;
   spec.weight_std = weight_std;
   spec.seed = 11;
+  if (arch == Arch::Gemma3) {
+    // Sliding layers of 6 tokens (every second layer global): the 16 tokens reach past them.
+    spec.sliding_window = 6;
+    spec.swa_period = 2;
+  }
   return spec;
 }
 
@@ -300,7 +305,7 @@ std::vector<Recorded> read_recorded(const std::string& path) {
 // Phi3.LogitsAgreeWithReferenceWithShortAndLongFactors: > 1e-2).
 TEST(LlamaCppGolden, LogitsMatchThoseRecordedFromLlamaCpp) {
   const auto recorded = read_recorded(KVSLIM_SOURCE_DIR "/tests/data/llama-cpp-logits.txt");
-  ASSERT_EQ(recorded.size(), 4u);
+  ASSERT_EQ(recorded.size(), 5u);
   for (const Recorded& r : recorded) {
     SCOPED_TRACE(r.arch);
     const std::string path = testing::temp_path("golden-" + r.arch + ".gguf");
@@ -323,7 +328,10 @@ TEST(LlamaCppGolden, LogitsMatchThoseRecordedFromLlamaCpp) {
       EXPECT_EQ(std::max_element(row, row + n_vocab) - row, std::max_element(want.begin(), want.end()) - want.begin())
           << "position " << pos;
     }
-    EXPECT_LT(err / scale, 1e-4);
+    // gemma3's GELU: llama.cpp's CPU backend looks it up in a table indexed by the input rounded
+    // to f16 and stores the result as f16 (GGML_GELU_FP16), relative steps of 2^-11; kvslim
+    // computes it in f32. Through the FFN that moved these logits by 4.1e-4 of the largest one.
+    EXPECT_LT(err / scale, r.arch == "gemma3" ? 1e-3 : 1e-4);
   }
 }
 
