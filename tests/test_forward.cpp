@@ -10,15 +10,20 @@
 #include "model/forward.h"
 #include "model/model.h"
 #include "tensor/matmul_internal.h"
+#include "forward_checks.h"
 #include "test_models.h"
 #include "util/error.h"
 
 namespace kvslim {
 namespace {
 
+using testing::engine_logits;
+using testing::relative_error;
+using testing::test_tokens;
+using testing::Vec;
+
 using testing::make_model;
 using testing::TinyModel;
-using Vec = std::vector<double>;
 
 // ---- the reference: every weight dequantised to double, loops written out ----
 
@@ -216,39 +221,6 @@ std::vector<Vec> reference_logits(const std::string& path, const std::vector<int
 }
 
 // ---- the engine under test ----
-
-std::vector<int32_t> test_tokens(int n, int n_vocab) {
-  std::vector<int32_t> t(n);
-  for (int i = 0; i < n; ++i) t[i] = (i * 37 + 11) % n_vocab;
-  return t;
-}
-
-// All logits of a prompt run as blocks of `block` tokens.
-std::vector<float> engine_logits(const Model& model, const std::vector<int32_t>& tokens, int block, int threads) {
-  ThreadPool pool(threads);
-  PagedKvCache cache(kv_shape(model.config()), int64_t(tokens.size()));
-  Forward forward(model, block);
-  const int n_vocab = model.config().n_vocab;
-  std::vector<float> all;
-  for (size_t start = 0; start < tokens.size(); start += block) {
-    const int n = int(std::min<size_t>(block, tokens.size() - start));
-    const float* logits = forward.run(tokens.data() + start, n, int64_t(start), cache, pool, true);
-    all.insert(all.end(), logits, logits + int64_t(n) * n_vocab);
-  }
-  return all;
-}
-
-// max |engine - reference| / max |reference| over every logit of every position.
-double relative_error(const std::vector<float>& got, const std::vector<Vec>& want) {
-  double err = 0, scale = 0;
-  const size_t n_vocab = want[0].size();
-  for (size_t t = 0; t < want.size(); ++t)
-    for (size_t i = 0; i < n_vocab; ++i) {
-      err = std::max(err, std::abs(got[t * n_vocab + i] - want[t][i]));
-      scale = std::max(scale, std::abs(want[t][i]));
-    }
-  return err / scale;
-}
 
 struct Case {
   TinyModel model;

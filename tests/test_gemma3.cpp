@@ -14,13 +14,19 @@
 #include "model/forward.h"
 #include "model/model.h"
 #include "press/registry.h"
+#include "forward_checks.h"
 #include "test_models.h"
 #include "util/error.h"
 
 namespace kvslim {
 namespace {
 
-using Vec = std::vector<double>;
+using testing::edited_copy;
+using testing::expect_load_error;
+using testing::relative_error;
+using testing::test_tokens;
+using testing::Vec;
+using testing::without;
 
 // A 4-layer gemma3 whose layers 0 and 2 are local (period 2) with a window of 5 tokens.
 constexpr int kWindow = 5;
@@ -168,22 +174,7 @@ std::vector<Vec> reference_logits(const std::string& path, const std::vector<int
   return logits;
 }
 
-std::vector<int32_t> test_tokens(int n, int n_vocab) {
-  std::vector<int32_t> t(n);
-  for (int i = 0; i < n; ++i) t[i] = 3 + (i * 37 + 11) % (n_vocab - 3);
-  return t;
-}
-
 // max |got - want| / max |want| over the positions given.
-double relative_error(const std::vector<std::vector<float>>& got, const std::vector<Vec>& want) {
-  double err = 0, scale = 0;
-  for (size_t t = 0; t < got.size(); ++t)
-    for (size_t i = 0; i < want[t].size(); ++i) {
-      err = std::max(err, std::abs(got[t][i] - want[t][i]));
-      scale = std::max(scale, std::abs(want[t][i]));
-    }
-  return err / scale;
-}
 
 TEST(Gemma3, ConfigFollowsLlamaCppDefaultsAndTheStoredPattern) {
   // Period 6 is llama.cpp's default and is left out of the file, as its converter does.
@@ -203,16 +194,16 @@ TEST(Gemma3, ConfigFollowsLlamaCppDefaultsAndTheStoredPattern) {
 
 // Engine logits for every position: prefill blocks of `block` through a cache that keeps
 // everything (the window mask alone restricts the local layers).
-std::vector<std::vector<float>> forward_logits(const Model& model, const std::vector<int32_t>& tokens, int block) {
+std::vector<float> forward_logits(const Model& model, const std::vector<int32_t>& tokens, int block) {
   ThreadPool pool(2);
   PagedKvCache cache(kv_shape(model.config()), int64_t(tokens.size()), 4);
   Forward forward(model, block);
   const int n_vocab = model.config().n_vocab;
-  std::vector<std::vector<float>> all;
+  std::vector<float> all;
   for (size_t start = 0; start < tokens.size(); start += size_t(block)) {
     const int n = int(std::min<size_t>(size_t(block), tokens.size() - start));
     const float* logits = forward.run(tokens.data() + start, n, int64_t(start), cache, pool, true);
-    for (int i = 0; i < n; ++i) all.emplace_back(logits + int64_t(i) * n_vocab, logits + int64_t(i + 1) * n_vocab);
+    all.insert(all.end(), logits, logits + int64_t(n) * n_vocab);
   }
   return all;
 }
@@ -376,57 +367,31 @@ TEST(Gemma3, RewindBeforeTheWindowIsRefusedAndNearOneWorks) {
   EXPECT_EQ(session.kv().total_tokens(), 0);
 }
 
-// A copy of `path` with its metadata changed by `edit` and the tensor `drop` left out.
-std::string rewritten(const std::string& path, const std::string& name, const std::function<void(gguf::Writer&)>& edit,
-                      const std::string& drop = "") {
-  const gguf::File f = gguf::File::open(path);
-  gguf::Writer w;
-  for (const auto& entry : f.metadata()) w.set(entry.key, entry.value);
-  edit(w);
-  for (const auto& t : f.tensors())
-    if (t.name != drop)
-      w.add_tensor(t.name, t.type, t.dims, std::vector<uint8_t>(f.tensor_data(t), f.tensor_data(t) + t.n_bytes));
-  const std::string out = testing::temp_path(name);
-  w.write(out);
-  return out;
-}
-
-void expect_load_error(const std::string& path, const std::string& needle) {
-  try {
-    Model::load(path);
-    FAIL() << "expected an error naming " << needle;
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-  }
-}
-
 TEST(Gemma3, BadFilesGiveErrorsNamingTheKeyOrTensor) {
   const std::string path = gemma3_model();
   expect_load_error(
-      rewritten(path, "g3-window.gguf",
-                [](gguf::Writer& w) { w.set("gemma3.attention.sliding_window", gguf::Value::of_u32(4096)); }),
+      edited_copy(path, "g3-window.gguf",
+                  [](gguf::Writer& w) { w.set("gemma3.attention.sliding_window", gguf::Value::of_u32(4096)); }),
       "gemma3.attention.sliding_window");
-  expect_load_error(rewritten(path, "g3-pattern.gguf",
-                              [](gguf::Writer& w) {
-                                gguf::Value pattern;
-                                pattern.type = gguf::ValueType::ARRAY;
-                                pattern.array_type = gguf::ValueType::BOOL;
-                                for (int i = 0; i < 3; ++i) pattern.array.push_back(gguf::Value::of_bool(true));
-                                w.set("gemma3.attention.sliding_window_pattern", pattern);
-                              }),
+  expect_load_error(edited_copy(path, "g3-pattern.gguf",
+                                [](gguf::Writer& w) {
+                                  gguf::Value pattern;
+                                  pattern.type = gguf::ValueType::ARRAY;
+                                  pattern.array_type = gguf::ValueType::BOOL;
+                                  for (int i = 0; i < 3; ++i) pattern.array.push_back(gguf::Value::of_bool(true));
+                                  w.set("gemma3.attention.sliding_window_pattern", pattern);
+                                }),
                     "gemma3.attention.sliding_window_pattern");
   expect_load_error(
-      rewritten(path, "g3-scaling.gguf",
-                [](gguf::Writer& w) { w.set("gemma3.rope.scaling.type", gguf::Value::of_string("yarn")); }),
+      edited_copy(path, "g3-scaling.gguf",
+                  [](gguf::Writer& w) { w.set("gemma3.rope.scaling.type", gguf::Value::of_string("yarn")); }),
       "gemma3.rope.scaling.type");
-  expect_load_error(rewritten(
-                        path, "g3-no-post-norm.gguf", [](gguf::Writer&) {}, "blk.1.post_ffw_norm.weight"),
+  expect_load_error(edited_copy(path, "g3-no-post-norm.gguf", {}, without("blk.1.post_ffw_norm.weight")),
                     "blk.1.post_ffw_norm.weight");
-  expect_load_error(rewritten(
-                        path, "g3-no-k-norm.gguf", [](gguf::Writer&) {}, "blk.0.attn_k_norm.weight"),
+  expect_load_error(edited_copy(path, "g3-no-k-norm.gguf", {}, without("blk.0.attn_k_norm.weight")),
                     "blk.0.attn_k_norm.weight");
   // A pattern of one bool per layer is read as it says.
-  const std::string bools = rewritten(path, "g3-bools.gguf", [](gguf::Writer& w) {
+  const std::string bools = edited_copy(path, "g3-bools.gguf", [](gguf::Writer& w) {
     gguf::Value pattern;
     pattern.type = gguf::ValueType::ARRAY;
     pattern.array_type = gguf::ValueType::BOOL;

@@ -15,13 +15,19 @@
 #include "kv/paged_cache.h"
 #include "model/forward.h"
 #include "model/model.h"
+#include "forward_checks.h"
 #include "test_models.h"
 #include "util/error.h"
 
 namespace kvslim {
 namespace {
 
-using Vec = std::vector<double>;
+using testing::edited_copy;
+using testing::engine_logits;
+using testing::expect_load_error;
+using testing::relative_error;
+using testing::test_tokens;
+using testing::Vec;
 
 // ---- the reference: every key read from the file here, every weight in double ----
 
@@ -170,37 +176,6 @@ std::vector<Vec> reference_logits(const std::string& path, const std::vector<int
 
 // ---- the engine ----
 
-std::vector<int32_t> test_tokens(int n, int n_vocab) {
-  std::vector<int32_t> t(n);
-  for (int i = 0; i < n; ++i) t[i] = (i * 37 + 11) % n_vocab;
-  return t;
-}
-
-std::vector<float> engine_logits(const Model& model, const std::vector<int32_t>& tokens, int block, int n_ctx) {
-  ThreadPool pool(2);
-  PagedKvCache cache(kv_shape(model.config()), int64_t(tokens.size()));
-  Forward forward(model, block, n_ctx);
-  const int n_vocab = model.config().n_vocab;
-  std::vector<float> all;
-  for (size_t start = 0; start < tokens.size(); start += block) {
-    const int n = int(std::min<size_t>(block, tokens.size() - start));
-    const float* logits = forward.run(tokens.data() + start, n, int64_t(start), cache, pool, true);
-    all.insert(all.end(), logits, logits + int64_t(n) * n_vocab);
-  }
-  return all;
-}
-
-double relative_error(const std::vector<float>& got, const std::vector<Vec>& want) {
-  double err = 0, scale = 0;
-  const size_t n_vocab = want[0].size();
-  for (size_t t = 0; t < want.size(); ++t)
-    for (size_t i = 0; i < n_vocab; ++i) {
-      err = std::max(err, std::abs(got[t * n_vocab + i] - want[t][i]));
-      scale = std::max(scale, std::abs(want[t][i]));
-    }
-  return err / scale;
-}
-
 // A 4-layer f32 model (SmolLM3's fourth layer is its NoPE layer), context 512 (Phi-3: trained on
 // 256, the long factors beyond it), weights spread so that the logits are far from flat; the
 // built-in byte vocabulary. The same as `kvslim init-model --arch ARCH --layers 4 --dim 64
@@ -241,11 +216,11 @@ TEST(Phi3, LogitsAgreeWithReferenceWithShortAndLongFactors) {
   for (int n_ctx : {256, 512}) {  // <= the original context: short factors; beyond it: long
     const auto want = reference_logits(path, tokens, n_ctx);
     for (int block : {1, 7, 24})
-      EXPECT_LT(relative_error(engine_logits(*model, tokens, block, n_ctx), want), kTolerance)
+      EXPECT_LT(relative_error(engine_logits(*model, tokens, block, 2, n_ctx), want), kTolerance)
           << "n_ctx " << n_ctx << " block " << block;
   }
   // The two factor sets give different functions, so the test above tells them apart.
-  EXPECT_GT(relative_error(engine_logits(*model, tokens, 24, 256), reference_logits(path, tokens, 512)), 1e-2);
+  EXPECT_GT(relative_error(engine_logits(*model, tokens, 24, 2, 256), reference_logits(path, tokens, 512)), 1e-2);
 }
 
 TEST(SmolLM3, LogitsAgreeWithReferenceWithNoPeLayers) {
@@ -255,7 +230,7 @@ TEST(SmolLM3, LogitsAgreeWithReferenceWithNoPeLayers) {
   EXPECT_FALSE(model->config().layer_has_rope(3));
   const auto tokens = test_tokens(24, model->config().n_vocab);
   const auto want = reference_logits(path, tokens, 0);
-  for (int block : {1, 5, 24}) EXPECT_LT(relative_error(engine_logits(*model, tokens, block, 0), want), kTolerance);
+  for (int block : {1, 5, 24}) EXPECT_LT(relative_error(engine_logits(*model, tokens, block, 2, 0), want), kTolerance);
 }
 
 // ---- against logits recorded from llama.cpp (tests/data/llama-cpp-logits.md) ----
@@ -315,7 +290,7 @@ TEST(LlamaCppGolden, LogitsMatchThoseRecordedFromLlamaCpp) {
     ASSERT_EQ(fnv1a(path), r.hash);
     const auto model = Model::load(path);
     const int n_vocab = model->config().n_vocab;
-    const std::vector<float> got = engine_logits(*model, r.tokens, int(r.tokens.size()), 512);
+    const std::vector<float> got = engine_logits(*model, r.tokens, int(r.tokens.size()), 2, 512);
     ASSERT_FALSE(r.logits.empty());
     double err = 0, scale = 0;
     for (const auto& [pos, want] : r.logits) {
@@ -379,42 +354,17 @@ TEST(InitModel, CommandLineWritesEveryArchitecture) {
 
 // ---- bad files: a copy of a good one with one tensor changed or left out ----
 
-using TensorEdit =
-    std::function<bool(const gguf::TensorInfo& t, std::vector<uint64_t>& dims, std::vector<uint8_t>& bytes)>;
-
-std::string edited_copy(const std::string& path, const std::string& name, const TensorEdit& edit) {
-  const gguf::File in = gguf::File::open(path);
-  gguf::Writer w;
-  for (const auto& entry : in.metadata()) w.set(entry.key, entry.value);
-  for (const gguf::TensorInfo& t : in.tensors()) {
-    std::vector<uint64_t> dims = t.dims;
-    std::vector<uint8_t> bytes(in.tensor_data(t), in.tensor_data(t) + t.n_bytes);
-    if (edit(t, dims, bytes)) w.add_tensor(t.name, t.type, dims, bytes);
-  }
-  const std::string out = testing::temp_path(name);
-  w.write(out);
-  return out;
-}
-
-void expect_load_error(const std::string& path, const std::string& needle) {
-  try {
-    Model::load(path);
-    ADD_FAILURE() << "loaded " << path;
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-  }
-}
-
 TEST(Phi3, FusedTensorOfTheWrongShapeIsNamed) {
-  const std::string path = edited_copy(tiny(Arch::Phi3), "short-qkv.gguf", [](const auto& t, auto& dims, auto& bytes) {
-    if (t.name == "blk.1.attn_qkv.weight") {  // one KV width short
-      dims[1] -= 32;
-      bytes.resize(dims[0] * dims[1] * sizeof(float));
-    }
-    return true;
-  });
+  const std::string path =
+      edited_copy(tiny(Arch::Phi3), "short-qkv.gguf", {}, [](const auto& t, auto& dims, auto& bytes) {
+        if (t.name == "blk.1.attn_qkv.weight") {  // one KV width short
+          dims[1] -= 32;
+          bytes.resize(dims[0] * dims[1] * sizeof(float));
+        }
+        return true;
+      });
   expect_load_error(path, "tensor 'blk.1.attn_qkv.weight' has shape [64, 96], expected [64, 128]");
-  const std::string up = edited_copy(tiny(Arch::Phi3), "short-up.gguf", [](const auto& t, auto& dims, auto& bytes) {
+  const std::string up = edited_copy(tiny(Arch::Phi3), "short-up.gguf", {}, [](const auto& t, auto& dims, auto& bytes) {
     if (t.name == "blk.0.ffn_up.weight") {  // the unfused size
       dims[1] = 96;
       bytes.resize(dims[0] * dims[1] * sizeof(float));
@@ -425,12 +375,12 @@ TEST(Phi3, FusedTensorOfTheWrongShapeIsNamed) {
 }
 
 TEST(Phi3, MissingRopeFactorTensorIsNamed) {
-  const std::string no_short = edited_copy(tiny(Arch::Phi3), "no-short.gguf", [](const auto& t, auto&, auto&) {
+  const std::string no_short = edited_copy(tiny(Arch::Phi3), "no-short.gguf", {}, [](const auto& t, auto&, auto&) {
     return t.name != "rope_factors_short.weight";
   });
   expect_load_error(no_short, "missing tensor 'rope_factors_short.weight'");
   // Neither: the file says it was trained on less than its context, so it needs the long factors.
-  const std::string neither = edited_copy(tiny(Arch::Phi3), "no-factors.gguf", [](const auto& t, auto&, auto&) {
+  const std::string neither = edited_copy(tiny(Arch::Phi3), "no-factors.gguf", {}, [](const auto& t, auto&, auto&) {
     return t.name.rfind("rope_factors_", 0) != 0;
   });
   expect_load_error(neither, "missing tensor 'rope_factors_long.weight'");
