@@ -195,17 +195,7 @@ TEST(Gemma3, ConfigFollowsLlamaCppDefaultsAndTheStoredPattern) {
 // Engine logits for every position: prefill blocks of `block` through a cache that keeps
 // everything (the window mask alone restricts the local layers).
 std::vector<float> forward_logits(const Model& model, const std::vector<int32_t>& tokens, int block) {
-  ThreadPool pool(2);
-  PagedKvCache cache(kv_shape(model.config()), int64_t(tokens.size()), 4);
-  Forward forward(model, block);
-  const int n_vocab = model.config().n_vocab;
-  std::vector<float> all;
-  for (size_t start = 0; start < tokens.size(); start += size_t(block)) {
-    const int n = int(std::min<size_t>(size_t(block), tokens.size() - start));
-    const float* logits = forward.run(tokens.data() + start, n, int64_t(start), cache, pool, true);
-    all.insert(all.end(), logits, logits + int64_t(n) * n_vocab);
-  }
-  return all;
+  return testing::engine_logits(model, tokens, block, 2, 0, 4);
 }
 
 TEST(Gemma3, ForwardMatchesNaiveReferenceInBlocksAndTokenByToken) {
