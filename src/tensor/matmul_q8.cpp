@@ -38,8 +38,8 @@
 #elif defined(KVSLIM_HAS_AVX2) && defined(KVSLIM_HAS_FMA)
 // AVX2 without VNNI: the maddubs kernel of matmul_q8_avx2.cpp, on the int8 values below.
 #define KVSLIM_Q8_GEMM_AVX2 1
-#elif defined(KVSLIM_HAS_NEON_DOTPROD)
-// aarch64 with the int8 dot product (and matrix multiply at i8mm): matmul_q8_neon.cpp's
+#elif defined(KVSLIM_HAS_NEON)
+// aarch64 (sdot at dotprod, smmla at i8mm, widening multiplies below): matmul_q8_neon.cpp's
 // kernels, on the same int8 values as the x86 kernels (the NEON bodies below).
 #define KVSLIM_Q8_GEMM_NEON 1
 #endif
@@ -473,8 +473,10 @@ bool matmul_q8_available() { return true; }
 const char* matmul_q8_kernel() {
 #if defined(KVSLIM_HAS_NEON_I8MM)
   return "neon-i8mm int8 gemm (smmla 4x8)";
-#else
+#elif defined(KVSLIM_HAS_NEON_DOTPROD)
   return "neon-dotprod int8 gemm (sdot 4x12)";
+#else
+  return "neon int8 gemm (widening multiplies 4x12)";
 #endif
 }
 
@@ -491,7 +493,7 @@ bool matmul_q8_available() { return false; }
 const char* matmul_q8_kernel() { return "none"; }
 
 void matmul_q8(const WeightView&, const float*, int64_t, float*, ThreadPool&, Int8Gemm) {
-  fail("matmul_q8: this level has no int8 GEMM (AVX2, AVX-512 VNNI, or aarch64 dotprod)");
+  fail("matmul_q8: this level has no int8 GEMM (AVX2, AVX-512 VNNI, or aarch64 NEON)");
 }
 
 #endif

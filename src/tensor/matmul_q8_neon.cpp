@@ -1,4 +1,4 @@
-// Int8 GEMM on aarch64 (the dotprod and i8mm levels): the same weight types, the same int8
+// Int8 GEMM on aarch64 (the neon, dotprod and i8mm levels): the same weight types, the same int8
 // values (unpack_int8_block, quantize_x_block in matmul_q8.cpp) and the same f32 steps as the
 // x86 int8 GEMMs, so its results have the bits of the AVX2 / AVX-512 VNNI / AMX kernels'.
 //
@@ -8,13 +8,16 @@
 // min * (d_x * sum(q_x)) for the types with mins (q4_1, q5_1, q4_K, q5_K), summed in f32 per K
 // slice of kInt8SliceBlocks blocks, the slices added in order into y.
 //
-// Two micro-kernels, on one packing scheme with a group size G of 4 or 8 bytes: a block of 32
+// Two micro-kernels (the first in two forms), on one packing scheme with a group size G of 4 or 8 bytes: a block of 32
 // values is 32 / G steps; X is quantised once per call and packed in panels of kMR tokens as
 // [step][token][G bytes] per block, then the kMR scales and sums; per K slice a thread repacks a
 // panel of kNR weight rows as [step][row][G bytes] per block, then the kNR scales and mins.
 //   - dotprod, G = 4: sdot by lane (vdotq_laneq_s32) multiplies 4 rows' 4 bytes (one vector)
 //     with one token's 4 bytes (a lane of the vector holding 4 tokens' 4 bytes) into 4 int32
 //     lanes, one per row. Tile: 4 tokens x 12 rows, 12 int32 and 12 f32 accumulators.
+//     Plain NEON (ARMv8.0: Cortex-A53/A72, Raspberry Pi 3/4) has no sdot: the same kernel
+//     forms each lane's 4 products with widening multiplies and sums them with pairwise adds
+//     (sdot_lane below), the same exact int32 sums in about seven instructions instead of one.
 //   - i8mm, G = 8: smmla (vmmlaq_s32) multiplies a 2 x 8 matrix of two tokens' 8 bytes with a
 //     2 x 8 matrix of two rows' 8 bytes into a 2 x 2 int32 tile [t0 r0, t0 r1, t1 r0, t1 r1]:
 //     twice sdot's products per instruction. Tile: 4 tokens x 8 rows, 8 int32 and 8 f32
@@ -32,7 +35,7 @@
 #include "tensor/simd.h"
 #include "tensor/int8_gemm_driver.h"
 
-#if defined(KVSLIM_HAS_NEON_DOTPROD)
+#if defined(KVSLIM_HAS_NEON)
 #define KVSLIM_Q8_GEMM_NEON 1
 #endif
 
@@ -140,6 +143,22 @@ inline void store_tile(const float32x4_t (&out)[kMR][kNRV], float* c, int64_t ld
   }
 }
 
+// acc + sdot of w (4 rows x 4 bytes) with x's 4 bytes of lane kLane: lane r gains
+// sum_i w[4r + i] * x[4 kLane + i].
+template <int kLane>
+inline int32x4_t sdot_lane(int32x4_t acc, int8x16_t w, int8x16_t x) {
+#if defined(KVSLIM_HAS_NEON_DOTPROD)
+  return vdotq_laneq_s32(acc, w, x, kLane);
+#else
+  // The token's 4 bytes in every lane, 16 products as int16 (|128 * 127| fits), then pairs
+  // and pairs of pairs added into int32: lane r of the result is row r's 4-product sum.
+  const int8x16_t xb = vreinterpretq_s8_s32(vdupq_laneq_s32(vreinterpretq_s32_s8(x), kLane));
+  const int16x8_t lo = vmull_s8(vget_low_s8(w), vget_low_s8(xb));
+  const int16x8_t hi = vmull_high_s8(w, xb);
+  return vaddq_s32(acc, vpaddq_s32(vpaddlq_s16(lo), vpaddlq_s16(hi)));
+#endif
+}
+
 // The dotprod kernel (G = 4, 4 tokens): per step of 4 values, the tile's kNR / 4 weight vectors
 // (4 rows x 4 bytes each) times each token's 4 bytes, a lane of one vector.
 template <class T, bool kMins>
@@ -176,10 +195,10 @@ void micro_kernel_sdot(const uint8_t* xp, const uint8_t* wp, int64_t nbk, float*
 #pragma GCC unroll 4
       for (int v = 0; v < kNRV; ++v) {
         const int8x16_t wv = vld1q_s8(reinterpret_cast<const int8_t*>(wb + (s * kNR + 4 * v) * 4));
-        iacc[0][v] = vdotq_laneq_s32(iacc[0][v], wv, xv, 0);
-        iacc[1][v] = vdotq_laneq_s32(iacc[1][v], wv, xv, 1);
-        iacc[2][v] = vdotq_laneq_s32(iacc[2][v], wv, xv, 2);
-        iacc[3][v] = vdotq_laneq_s32(iacc[3][v], wv, xv, 3);
+        iacc[0][v] = sdot_lane<0>(iacc[0][v], wv, xv);
+        iacc[1][v] = sdot_lane<1>(iacc[1][v], wv, xv);
+        iacc[2][v] = sdot_lane<2>(iacc[2][v], wv, xv);
+        iacc[3][v] = sdot_lane<3>(iacc[3][v], wv, xv);
       }
     }
 #pragma GCC unroll 4
@@ -332,7 +351,7 @@ void matmul_q8_neon(const WeightView& w, const float* x, int64_t n, float* y, Th
 #else
 
 void matmul_q8_neon(const WeightView&, const float*, int64_t, float*, ThreadPool&) {
-  fail("matmul_q8: this level has no NEON int8 GEMM (it needs dotprod)");
+  fail("matmul_q8: this level has no NEON int8 GEMM");
 }
 
 #endif
