@@ -225,6 +225,15 @@ TEST(TokenizerPreTokenize, Qwen2SplitsSingleDigits) {
             (Pieces{"Hello", " world", "'s", " ", "1", "2", "3", "4", "5", " !!\n\n", " ", " x"}));
 }
 
+TEST(TokenizerPreTokenize, Gpt4oSplitsWordsAtCaseChangesAndKeepsContractions) {
+  // gpt-oss's o200k pattern: an upper-case run followed by lower case is one word ("HTTPServer"),
+  // a lower-to-upper change starts a new one ("camel", "Case"), a contraction of any case stays
+  // on its word, punctuation runs keep their newlines and slashes, a non-letter leads a word.
+  EXPECT_EQ(split("gpt-4o", "HTTPServer camelCase IT'S don'T 12345 ok!!\n\n  x"),
+            (Pieces{"HTTPServer", " camel", "Case", " IT'S", " don'T", " ", "123", "45", " ok", "!!\n\n", " ", " x"}));
+  EXPECT_EQ(split("gpt-4o", "a/b//\n c 世界 naïve"), (Pieces{"a", "/b", "//\n", " c", " 世界", " naïve"}));
+}
+
 TEST(TokenizerPreTokenize, RegexesApplyInSequenceToEachPiece) {
   // deepseek-llm: newlines, letter runs, punctuation runs, trailing whitespace, CJK, digits.
   EXPECT_EQ(split("deepseek-llm", "Hello, 世界! 123\n  end  "),
@@ -354,6 +363,26 @@ TEST(TokenizerTinyBpe, Llama3TakesWholeWordsThatAreTokens) {
   // takes a piece that is itself a token as is (Hugging Face's ignore_merges).
   EXPECT_EQ(tiny_tokenizer("gpt2", "gpt-2", kTinyBpe).encode("abc", false, false), (std::vector<int32_t>{0, 1, 2}));
   EXPECT_EQ(tiny_tokenizer("gpt2", "llama-bpe", kTinyBpe).encode("abc", false, false), (std::vector<int32_t>{6}));
+}
+
+TEST(TokenizerTinyBpe, HarmonyEndsAtReturnAndCallButNotAtEnd) {
+  // gpt-oss: <|end|> closes the reasoning message and the answer follows, so only <|return|>
+  // and <|call|> end generation, even when the metadata names <|end|> as end of turn. Without
+  // those two tokens (Phi-3's vocabulary) <|end|> still ends a turn.
+  std::vector<TinyToken> harmony = kTinyBpe;
+  for (const char* text : {"<|end|>", "<|return|>", "<|call|>", "<|start|>"}) harmony.push_back({text, 0, 3});
+  const Tokenizer gpt_oss = tiny_tokenizer("gpt2", "gpt-4o", harmony, {},
+                                           {{"tokenizer.ggml.eos_token_id", gguf::Value::of_u32(10)},
+                                            {"tokenizer.ggml.eot_token_id", gguf::Value::of_u32(9)}});
+  EXPECT_FALSE(gpt_oss.is_end_of_generation(9));  // <|end|>
+  EXPECT_TRUE(gpt_oss.is_end_of_generation(10));  // <|return|>
+  EXPECT_TRUE(gpt_oss.is_end_of_generation(11));  // <|call|>
+  EXPECT_FALSE(gpt_oss.is_end_of_generation(12));
+  EXPECT_TRUE(gpt_oss.is_end_of_generation(8));  // <|endoftext|>
+
+  std::vector<TinyToken> no_call = kTinyBpe;
+  no_call.push_back({"<|end|>", 0, 3});
+  EXPECT_TRUE(tiny_tokenizer("gpt2", "gpt-4o", no_call).is_end_of_generation(9));
 }
 
 TEST(TokenizerTinyBpe, UnknownPreTokenizerIsNamed) {

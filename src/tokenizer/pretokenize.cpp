@@ -28,6 +28,16 @@ constexpr const char* kLlama3 =
 constexpr const char* kQwen2 =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 
+// GPT-4o / o200k (gpt-oss): a word is an optional leading non-letter, then either upper-case
+// letters followed by lower-case ones or an upper-case run with optional lower-case tail (so
+// "HTTPServer" splits as "HTTPServer" but "camelCase" as "camel", "Case"), with a contraction
+// suffix of any case attached; digits in groups of up to three; punctuation runs keep trailing
+// newlines and slashes.
+constexpr const char* kGpt4o =
+    R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?)"
+    R"(|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?)"
+    R"(|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+
 // DeepSeek LLM's explicit list of cased-letter ranges (Latin, Greek, Cyrillic, Armenian,
 // Georgian, Cherokee, Glagolitic, Coptic, fullwidth Latin, Deseret, Osage, ...).
 constexpr const char* kDeepseekLetters =
@@ -67,6 +77,7 @@ const std::vector<Variant>& variants() {
        /*ignore_merges=*/true,
        /*default_add_bos=*/true},
       {{"dbrx", "smaug-bpe"}, {kLlama3}},
+      {{"gpt-4o", "llama4"}, {kGpt4o}},
       {{"qwen2", "deepseek-r1-qwen", "stablelm2", "megrez", "hunyuan"}, {kQwen2}},
       {{"deepseek-llm"},
        {R"([\r\n])", std::string(R"(\s?[)") + kDeepseekLetters + "]+",

@@ -30,8 +30,10 @@ constexpr std::string_view kSpmSpace = "\xE2\x96\x81";  // U+2581, SentencePiece
 
 // Control tokens that end a turn in common chat formats even when the metadata names only
 // one end token (e.g. EOS = <|endoftext|> while chat turns end with <|im_end|>).
-constexpr std::array<std::string_view, 8> kEndMarkers = {
-    "<|eot_id|>", "<|eom_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|end_of_text|>", "<EOT>",
+// gpt-oss (harmony) ends its answer with <|return|> and a tool call with <|call|>.
+constexpr std::array<std::string_view, 10> kEndMarkers = {
+    "<|eot_id|>",    "<|eom_id|>",      "<|im_end|>", "<|end|>",    "<end_of_turn>",
+    "<|endoftext|>", "<|end_of_text|>", "<EOT>",      "<|return|>", "<|call|>",
 };
 
 // A special token id from metadata: nullopt when the key is absent, -1 when it is negative or
@@ -135,10 +137,17 @@ Tokenizer Tokenizer::from_gguf(const gguf::File& file) {
                            metadata_token_id(file, "tokenizer.ggml.eom_token_id", n_vocab).value_or(-1)}) {
     if (id >= 0) ends.push_back(id);
   }
+  const auto control_id = [&](std::string_view text) {
+    const int32_t id = impl->vocab.find(text);
+    return id >= 0 && impl->vocab.token(id).type == TokenType::Control ? id : -1;
+  };
   for (const std::string_view marker : kEndMarkers) {
-    const int32_t id = impl->vocab.find(marker);
-    if (id >= 0 && impl->vocab.token(id).type == TokenType::Control) ends.push_back(id);
+    if (const int32_t id = control_id(marker); id >= 0) ends.push_back(id);
   }
+  // In the harmony format <|end|> closes one message (the reasoning channel's) and the answer
+  // follows in another: with <|return|> and <|call|> present it does not end generation (as in
+  // llama.cpp, which has the same rule for these vocabularies), even when metadata names it.
+  if (control_id("<|return|>") >= 0 && control_id("<|call|>") >= 0) std::erase(ends, control_id("<|end|>"));
   std::sort(ends.begin(), ends.end());
   ends.erase(std::unique(ends.begin(), ends.end()), ends.end());
 
