@@ -8,12 +8,14 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include <unistd.h>
 
+#include "chat/harmony_channels.h"
 #include "gguf/gguf.h"
 #include "prerequisites.h"
 #include "tokenizer/pretokenize.h"
@@ -379,6 +381,17 @@ TEST(TokenizerTinyBpe, HarmonyEndsAtReturnAndCallButNotAtEnd) {
   EXPECT_TRUE(gpt_oss.is_end_of_generation(11));  // <|call|>
   EXPECT_FALSE(gpt_oss.is_end_of_generation(12));
   EXPECT_TRUE(gpt_oss.is_end_of_generation(8));  // <|endoftext|>
+  // What chat and the server follow to keep gpt-oss's reasoning apart from its answer: found in
+  // this vocabulary (which lacks <|channel|> until it is added), never in one without it.
+  EXPECT_FALSE(HarmonyTokens::find(gpt_oss));
+  for (const char* text : {"<|channel|>", "<|message|>"}) harmony.push_back({text, 0, 3});
+  const std::optional<HarmonyTokens> ids = HarmonyTokens::find(tiny_tokenizer("gpt2", "gpt-4o", harmony));
+  ASSERT_TRUE(ids);
+  EXPECT_EQ(ids->start, 12);
+  EXPECT_EQ(ids->channel, 13);
+  EXPECT_EQ(ids->message, 14);
+  EXPECT_EQ(ids->end, 9);
+  EXPECT_EQ(ids->constrain, -1);
 
   std::vector<TinyToken> no_call = kTinyBpe;
   no_call.push_back({"<|end|>", 0, 3});

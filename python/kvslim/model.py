@@ -72,12 +72,15 @@ class Model:
         if stream:
             return self._stream_chat(args, ident, created, name)
         r = self._m._chat(*args, None)
+        message = {"role": "assistant", "content": r["text"]}
+        if r["reasoning"]:
+            message["reasoning_content"] = r["reasoning"]  # gpt-oss's analysis channel, as llama.cpp names it
         return {
             "id": ident,
             "object": "chat.completion",
             "created": created,
             "model": name,
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": r["text"]},
+            "choices": [{"index": 0, "message": message,
                          "finish_reason": _finish_reason(r["stop_reason"])}],
             "usage": _usage(r),
             "kv": _kv(c, r),

@@ -74,6 +74,7 @@ py::dict chat(ModelState& m, const py::list& messages, int max_tokens, const Sam
   });
   py::dict result;
   result["text"] = utf8_text(out.answer.text);
+  result["reasoning"] = utf8_text(out.answer.reasoning);
   result["stop_reason"] = std::string(to_string(out.answer.stop_reason));
   result["prompt_tokens"] = out.turn.turn_tokens;
   result["completion_tokens"] = out.answer.tokens.size();

@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "chat/chat_messages.h"
+#include "chat/harmony_channels.h"
 #include "model/model.h"
 #include "util/utf8.h"
 #include "util/error.h"
@@ -72,7 +73,27 @@ Answer Conversation::reply(const std::vector<ChatMessage>& messages, int n_predi
     messages_ = std::move(before);
     throw;
   }
-  Answer answer = live_->answer(n_predict, on_piece, stop);
+  const std::optional<HarmonyTokens> harmony = HarmonyTokens::find(model_.tokenizer());
+  if (!harmony) {
+    Answer answer = live_->answer(n_predict, pieces_only(on_piece), stop);
+    messages_.push_back({"assistant", valid_utf8(answer.text)});
+    return answer;
+  }
+  // gpt-oss: the answer channel is the assistant's message and what on_piece sees; the
+  // reasoning is kept apart (the template drops earlier turns' reasoning anyway).
+  HarmonyChannels channels(*harmony);
+  std::string text, reasoning;
+  Answer answer = live_->answer(
+      n_predict,
+      [&](int32_t token, const std::string& piece) {
+        HarmonyChannels::Text t = channels.push(token, piece);
+        reasoning += t.reasoning;
+        text += t.answer;
+        if (on_piece && !t.answer.empty()) on_piece(t.answer);
+      },
+      stop);
+  answer.text = std::move(text);
+  answer.reasoning = std::move(reasoning);
   messages_.push_back({"assistant", valid_utf8(answer.text)});
   return answer;
 }

@@ -52,7 +52,7 @@ void run_with_kv_file(const GenerateOptions& opt, const Model& model, ThreadPool
     conversation = tokenizer.encode(text, tokenizer.add_bos_by_default() && !opt.no_bos, !opt.no_special);
   }
   live->prompt(conversation, opt.n_predict);
-  const Answer a = live->answer(opt.n_predict, stream);
+  const Answer a = live->answer(opt.n_predict, pieces_only(stream));
   if (!opt.save_kv.empty()) live->save(opt.save_kv);
   const TurnStats& t = live->last_turn();
   if (opt.json) {

@@ -66,7 +66,7 @@ GenerateResult generate(const Model& model, ThreadPool& pool, const EngineOption
   result.score_ms = session.score_ms();
   result.kv_bytes_prefill = kv.bytes_in_use();
 
-  Answer answer = decode_answer(session, sampler, tokenizer, logits, history, request.n_predict, on_piece);
+  Answer answer = decode_answer(session, sampler, tokenizer, logits, history, request.n_predict, pieces_only(on_piece));
   result.tokens = std::move(answer.tokens);
   result.text = std::move(answer.text);
   result.stop_reason = answer.stop_reason;

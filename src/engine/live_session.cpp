@@ -18,9 +18,14 @@ double ms_since(Clock::time_point start) {
 
 }  // namespace
 
+OnToken pieces_only(std::function<void(const std::string&)> on_piece) {
+  if (!on_piece) return {};
+  return [on_piece = std::move(on_piece)](int32_t, const std::string& piece) { on_piece(piece); };
+}
+
 Answer decode_answer(Session& session, Sampler& sampler, const Tokenizer& tokenizer, const float* logits,
-                     std::vector<int32_t>& history, int n_predict,
-                     const std::function<void(const std::string&)>& on_piece, const std::atomic<bool>* stop) {
+                     std::vector<int32_t>& history, int n_predict, const OnToken& on_token,
+                     const std::atomic<bool>* stop) {
   Answer answer;
   answer.stop_reason = StopReason::Length;
   const PagedKvCache& kv = session.kv();
@@ -39,7 +44,7 @@ Answer decode_answer(Session& session, Sampler& sampler, const Tokenizer& tokeni
     answer.tokens.push_back(token);
     const std::string piece = tokenizer.token_to_piece(token);
     answer.text += piece;
-    if (on_piece) on_piece(piece);
+    if (on_token) on_token(token, piece);
     if (i + 1 == n_predict) break;  // the last token needs no forward pass
     int64_t largest_head = 0;
     for (int l = 0; l < kv.n_layers(); ++l) largest_head = std::max(largest_head, kv.n_tokens(l));
@@ -130,13 +135,12 @@ const float* LiveSession::prompt(const std::vector<int32_t>& conversation, int n
   return logits;
 }
 
-Answer LiveSession::answer(int n_predict, const std::function<void(const std::string&)>& on_piece,
-                           const std::atomic<bool>* stop) {
+Answer LiveSession::answer(int n_predict, const OnToken& on_token, const std::atomic<bool>* stop) {
   if (!answerable_) fail("an answer needs a prompt first");
   answerable_ = false;
   std::vector<int32_t> history = session_->history();
   Answer a = decode_answer(*session_, *sampler_, model_.tokenizer(), session_->last_logits(), history, n_predict,
-                           on_piece, stop);
+                           on_token, stop);
   // Every answer token but the last ran through the model; the last waits for the next turn.
   if (!a.tokens.empty() && int64_t(history.size()) > session_->n_past()) pending_.assign(1, a.tokens.back());
   stats_.generated = int(a.tokens.size());

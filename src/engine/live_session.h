@@ -37,17 +37,22 @@ struct TurnStats {
 struct Answer {
   std::vector<int32_t> tokens;  // the end-of-generation token excluded
   std::string text;
+  std::string reasoning;  // set by chat/conversation for models that reason in a channel of their own (gpt-oss)
   StopReason stop_reason = StopReason::Length;
   int decode_steps = 0;
   double decode_ms = 0;
 };
 
+// Receives each generated token and its text (empty for control tokens) as it is sampled.
+using OnToken = std::function<void(int32_t token, const std::string& piece)>;
+// An OnToken that hands on the text only (empty when on_piece is).
+OnToken pieces_only(std::function<void(const std::string&)> on_piece);
+
 // Samples up to n_predict tokens from `logits` (the session's last), feeding each but the last
 // through the session; `history` (the repetition penalty's window) grows with them. Stops at an
 // end-of-generation token, a full head, or when `stop` becomes true. The loop `generate` runs.
 Answer decode_answer(Session& session, Sampler& sampler, const Tokenizer& tokenizer, const float* logits,
-                     std::vector<int32_t>& history, int n_predict,
-                     const std::function<void(const std::string&)>& on_piece = {},
+                     std::vector<int32_t>& history, int n_predict, const OnToken& on_token = {},
                      const std::atomic<bool>* stop = nullptr);
 
 class LiveSession {
@@ -66,9 +71,8 @@ class LiveSession {
   // kvslim::Error (session unchanged) for an empty conversation, ids outside the vocabulary or a
   // turn that cannot fit. Returns the last token's logits.
   const float* prompt(const std::vector<int32_t>& conversation, int n_predict);
-  // Samples the answer to the last prompt(); on_piece gets each token's text as it comes.
-  Answer answer(int n_predict, const std::function<void(const std::string&)>& on_piece = {},
-                const std::atomic<bool>* stop = nullptr);
+  // Samples the answer to the last prompt(); on_token gets each token as it comes.
+  Answer answer(int n_predict, const OnToken& on_token = {}, const std::atomic<bool>* stop = nullptr);
 
   // Feeds one token after the transcript (a sampled answer token not fed yet goes first) and
   // returns its logits: token-by-token decoding driven from outside (the Python Session).

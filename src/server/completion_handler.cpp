@@ -51,12 +51,15 @@ void answer_whole(const CompletionRequest& r, GenerationJob& job, const Completi
       return;
     }
   if (job.error) throw RequestError(500, "", fmt::format("generation failed: {}", *job.error));
-  std::string text;
+  std::string text, reasoning;
   std::vector<TokenEvent> events(job.events.begin(), job.events.end());
-  for (const TokenEvent& e : events) text += e.text;
+  for (const TokenEvent& e : events) {
+    text += e.text;
+    reasoning += e.reasoning;
+  }
   const json logprobs =
       r.logprobs ? logprobs_json(r.chat, events, [&](int32_t t) { return tok.token_to_piece(t); }) : json(nullptr);
-  json out = completion_json(id, text, job.result, logprobs);
+  json out = completion_json(id, text, job.result, logprobs, reasoning);
   if (r.return_tokens) {
     out["tokens"] = json::array();
     for (const TokenEvent& e : events)
@@ -99,12 +102,12 @@ void answer_streamed(const CompletionRequest& r, std::shared_ptr<GenerationJob> 
           return false;
         }
         for (const TokenEvent& e : events) {
-          if (e.text.empty() && !logprobs) continue;
+          if (e.text.empty() && e.reasoning.empty() && !logprobs) continue;
           const json lp =
               logprobs && e.id >= 0
                   ? logprobs_json(chat, {e}, [&](int32_t t) { return stream->tokenizer->token_to_piece(t); })
                   : json(nullptr);
-          if (!write(sse(chunk_json(stream->id, e.text, stream->first, lp)))) return false;
+          if (!write(sse(chunk_json(stream->id, e.text, stream->first, lp, e.reasoning)))) return false;
           stream->first = false;
         }
         if (!done) return true;
@@ -223,6 +226,7 @@ void HttpServer::completions(const Request& req, Response& res, bool chat) {
   job->logprobs = r.logprobs;
   job->top_logprobs = r.top_logprobs;
   job->kv_map = r.kv_map;
+  job->split_reasoning = r.chat;
   if (scheduler_->submit(job) == Scheduler::Submitted::queue_full)
     throw RequestError(503, "", "the server is busy: every slot is taken and the queue is full; retry later");
 

@@ -26,8 +26,9 @@ struct TokenLogprob {
 
 struct TokenEvent {
   int32_t id = 0;
-  std::string text;   // what may be sent now (stop strings and cut UTF-8 already handled)
-  std::string piece;  // the token's own bytes
+  std::string text;       // what may be sent now (stop strings and cut UTF-8 already handled)
+  std::string reasoning;  // text of a reasoning channel (gpt-oss's analysis), apart from `text`
+  std::string piece;      // the token's own bytes
   float logprob = 0;
   std::vector<TokenLogprob> top;               // when the request asked for top_logprobs
   std::chrono::steady_clock::time_point time;  // when the scheduler produced it (set by push)
@@ -59,6 +60,7 @@ struct GenerationJob {
   int top_logprobs = 0;
   bool logprobs = false;
   bool kv_map = false;
+  bool split_reasoning = false;  // a chat request: a harmony model's analysis channel goes to `reasoning`
   uint64_t kv_bytes_needed = 0;  // the admission estimate (prompt + n_predict uncompressed)
   std::chrono::steady_clock::time_point submitted = std::chrono::steady_clock::now();
 

@@ -104,10 +104,12 @@ json logprobs_json(bool chat, const std::vector<TokenEvent>& events,
       {"tokens", tokens}, {"token_logprobs", token_logprobs}, {"top_logprobs", top_logprobs}, {"text_offset", offsets}};
 }
 
-json completion_json(const CompletionIdentity& id, const std::string& text, const JobResult& r, const json& logprobs) {
+json completion_json(const CompletionIdentity& id, const std::string& text, const JobResult& r, const json& logprobs,
+                     const std::string& reasoning) {
   json choice = {{"index", 0}, {"finish_reason", openai_finish_reason(r.finish_reason)}, {"logprobs", logprobs}};
   if (id.chat) {
     choice["message"] = {{"role", "assistant"}, {"content", text}};
+    if (!reasoning.empty()) choice["message"]["reasoning_content"] = reasoning;
   } else {
     choice["text"] = text;
   }
@@ -121,10 +123,12 @@ json completion_json(const CompletionIdentity& id, const std::string& text, cons
           {"timings", timings_json(r)}};
 }
 
-json chunk_json(const CompletionIdentity& id, const std::string& text, bool first, const json& logprobs) {
+json chunk_json(const CompletionIdentity& id, const std::string& text, bool first, const json& logprobs,
+                const std::string& reasoning) {
   json choice = {{"index", 0}, {"finish_reason", nullptr}, {"logprobs", logprobs}};
   if (id.chat) {
     json delta = {{"content", text}};
+    if (!reasoning.empty()) delta["reasoning_content"] = reasoning;
     if (first) delta["role"] = "assistant";
     choice["delta"] = delta;
   } else {

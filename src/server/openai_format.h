@@ -29,14 +29,15 @@ nlohmann::json timings_json(const JobResult& r);
 nlohmann::json logprobs_json(bool chat, const std::vector<TokenEvent>& events,
                              const std::function<std::string(int32_t)>& piece_of);
 
-// The whole answer (stream: false).
+// The whole answer (stream: false). A chat answer's `reasoning` (a harmony model's analysis
+// channel), when there is any, is the message's `reasoning_content`, as llama.cpp returns it.
 nlohmann::json completion_json(const CompletionIdentity& id, const std::string& text, const JobResult& r,
-                               const nlohmann::json& logprobs);
+                               const nlohmann::json& logprobs, const std::string& reasoning = "");
 
-// One streamed chunk with `text` (and the role on the first chat chunk); the last one carries the
-// finish reason and usage, kv and timings.
+// One streamed chunk with `text` (and the role on the first chat chunk; `reasoning` as the
+// delta's `reasoning_content`); the last one carries the finish reason and usage, kv and timings.
 nlohmann::json chunk_json(const CompletionIdentity& id, const std::string& text, bool first,
-                          const nlohmann::json& logprobs);
+                          const nlohmann::json& logprobs, const std::string& reasoning = "");
 nlohmann::json final_chunk_json(const CompletionIdentity& id, const JobResult& r);
 
 // {"error": {"code", "message", "type", "param"}}.

@@ -94,6 +94,10 @@ void Slot::start(std::shared_ptr<GenerationJob> job) {
   result_.queue_ms = std::chrono::duration<double, std::milli>(result_.admitted - job_->submitted).count();
   sampler_ = std::make_unique<Sampler>(job_->sampling, model_.config().n_vocab);
   text_ = std::make_unique<TextStream>(job_->stop);
+  channels_.reset();
+  if (job_->split_reasoning)
+    if (const std::optional<HarmonyTokens> harmony = HarmonyTokens::find(model_.tokenizer()))
+      channels_.emplace(*harmony);
   last_used_ = Clock::now();
 }
 
@@ -184,7 +188,12 @@ nlohmann::json Slot::kept_map() const {
 
 void Slot::finish(const std::string& reason, std::optional<std::string> error) {
   const std::string rest = text_ ? text_->flush() : std::string();
-  if (!rest.empty()) job_->push(TokenEvent{-1, rest, "", 0, {}, {}});
+  if (!rest.empty()) {
+    TokenEvent tail;
+    tail.id = -1;
+    tail.text = rest;
+    job_->push(std::move(tail));
+  }
   result_.finish_reason = reason;
   if (begun_ && logits_) result_.decode_ms = ms_since(decode_start_);  // the prompt was prefilled
   if (session_) {
@@ -221,7 +230,13 @@ bool Slot::generate_one() {
   event.id = token;
   event.piece = tokenizer.token_to_piece(token);
   if (job.logprobs) add_logprobs(logits_, n_vocab, job.top_logprobs, event);
-  event.text = text_->push(event.piece);
+  if (channels_) {
+    HarmonyChannels::Text t = channels_->push(token, event.piece);
+    event.reasoning = std::move(t.reasoning);
+    event.text = text_->push(t.answer);
+  } else {
+    event.text = text_->push(event.piece);
+  }
   ++result_.n_generated;
   const bool stopped = text_->stopped();
   job_->push(std::move(event));

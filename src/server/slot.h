@@ -9,9 +9,11 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "chat/harmony_channels.h"
 #include "engine/session.h"
 #include "model/model.h"
 #include "server/job.h"
@@ -87,6 +89,7 @@ class Slot {
   std::shared_ptr<GenerationJob> job_;
   std::unique_ptr<Sampler> sampler_;
   std::unique_ptr<TextStream> text_;
+  std::optional<HarmonyChannels> channels_;  // a chat job on a harmony model (gpt-oss)
   const float* logits_ = nullptr;
   bool begun_ = false;
   JobResult result_;
