@@ -189,7 +189,7 @@ TEST(AttentionSinks, PagedCacheBlocksDecodeAndEvictionMatchTheNaiveSoftmax) {
   int64_t next = 0;
   auto step = [&](int n) {
     const size_t kv_dim = size_t(kv_heads) * hd, q_dim = size_t(n_heads) * hd;
-    std::vector<int64_t> pos(size_t(n));
+    std::vector<int64_t> pos(static_cast<size_t>(n));
     for (int t = 0; t < n; ++t) pos[size_t(t)] = next + t;
     next += n;
     for (int layer = 0; layer < 2; ++layer) {
@@ -227,7 +227,9 @@ TEST(AttentionSinks, PagedCacheBlocksDecodeAndEvictionMatchTheNaiveSoftmax) {
               sum += row.probs[j];
             }
             EXPECT_NEAR(sum, 1.0 - want.sink_share, 1e-5) << "layer " << layer << " head " << h;
-            if (layer == 0) EXPECT_GT(want.sink_share, 1e-3);  // the sinks take visible mass
+            if (layer == 0) {
+              EXPECT_GT(want.sink_share, 1e-3);  // the sinks take visible mass
+            }
           }
         }
       }

@@ -14,6 +14,7 @@
 #include "model/gptoss_config.h"
 #include "model/model.h"
 #include "tensor/ops.h"
+#include "random_values.h"
 #include "test_models.h"
 #include "util/error.h"
 

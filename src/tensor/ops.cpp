@@ -303,10 +303,11 @@ void rope_inplace(float* x, int n_heads, int64_t pos, const RopeConfig& config) 
     mscale *= 1.0f + 0.1f * std::log(1.0f / config.freq_scale);
   }
   for (int i = 0; i < half; ++i) {
-    double extrap = static_cast<double>(pos) * std::pow(base, -2.0 * i / n_rot);
-    if (config.freq_factors != nullptr) extrap /= static_cast<double>(config.freq_factors[i]);
-    double theta = config.freq_scale * extrap;  // interpolated
+    double theta = static_cast<double>(pos) * config.freq_scale * std::pow(base, -2.0 * i / n_rot);  // interpolated
+    if (config.freq_factors != nullptr) theta /= static_cast<double>(config.freq_factors[i]);
     if (yarn) {
+      double extrap = static_cast<double>(pos) * std::pow(base, -2.0 * i / n_rot);
+      if (config.freq_factors != nullptr) extrap /= static_cast<double>(config.freq_factors[i]);
       // ggml's rope_yarn_ramp(low, high, i0) with i0 = 2i: 1 - clamp((i - low) / max(0.001, high - low), 0, 1).
       const float y = (float(i) - corr[0]) / std::max(0.001f, corr[1] - corr[0]);
       const double mix = double(1.0f - std::min(1.0f, std::max(0.0f, y))) * config.ext_factor;
