@@ -23,8 +23,8 @@ constexpr int kHeads = 32, kKvHeads = 8, kHeadDim = 64;
 
 // A one-layer cache holding `context` tokens per KV head in `type` pages.
 std::unique_ptr<kvslim::PagedKvCache> filled_cache(DType type, int64_t context, int64_t extra) {
-  auto cache = std::make_unique<kvslim::PagedKvCache>(kvslim::KvShape{1, kHeads, kKvHeads, kHeadDim, type, type, {}},
-                                                      context + extra);
+  auto cache = std::make_unique<kvslim::PagedKvCache>(
+      kvslim::KvShape{1, kHeads, kKvHeads, kHeadDim, type, type, {}, {}}, context + extra);
   kvslim::bench::fill_layer0(*cache, context, int64_t(kKvHeads) * kHeadDim);
   return cache;
 }

@@ -246,7 +246,7 @@ TEST(KvCacheHeadCache, InvalidRetainIndicesThrowAndChangeNothing) {
 // ---- PagedKvCache attention against a double-precision reference ----
 
 KvShape shape(int n_kv_heads, int group, int head_dim, int n_layers = 2, DType k = DType::F32, DType v = DType::F32) {
-  return {n_layers, n_kv_heads * group, n_kv_heads, head_dim, k, v, {}};
+  return {n_layers, n_kv_heads * group, n_kv_heads, head_dim, k, v, {}, {}};
 }
 
 // softmax(q·k/sqrt(d)) over the given tokens of a naive head, and the weighted values.

@@ -53,7 +53,7 @@ Session::Session(const Model& model, ThreadPool& pool, const SessionOptions& opt
     : model_(model),
       pool_(pool),
       options_(validated(options.engine)),
-      cache_(kv_shape(model.config(), options_.cache_type_k, options_.cache_type_v),
+      cache_(kv_shape(model, options_.cache_type_k, options_.cache_type_v),
              std::min<int64_t>(head_capacity(options), options_.context), options_.page_tokens),
       forward_(model, prefill_block(options_, options.press, head_capacity(options)), options_.context),
       press_(options.press),

@@ -23,7 +23,7 @@ bool compresses(const CompressionOptions& c) { return c.press != "full" || c.bud
 std::vector<float> plain_chunk_logits(const Model& model, ThreadPool& pool, const std::vector<int32_t>& chunk,
                                       int first, const PerplexityOptions& options) {
   const int ctx = int(chunk.size());
-  PagedKvCache cache(kv_shape(model.config(), options.cache_type_k, options.cache_type_v), ctx, options.page_tokens);
+  PagedKvCache cache(kv_shape(model, options.cache_type_k, options.cache_type_v), ctx, options.page_tokens);
   Forward forward(model, std::min(options.batch, ctx), ctx);
   const size_t n_vocab = size_t(model.config().n_vocab);
   std::vector<float> logits;

@@ -425,7 +425,7 @@ void decode_dense(const PagedKv& kv, const float* q, int n_heads, float* out, At
   const int64_t lo = first_visible(kv, kv.head.position(n - 1));
   for (int g = 0; g < n_heads; ++g) {
     std::fill(s + g * n, s + g * n + lo, 0.0f);
-    softmax_inplace(s + g * n + lo, n - lo);
+    softmax_inplace(s + g * n + lo, n - lo, sink_logit(kv, g));
     if (observer) observer->on_row(g, 0, s + g * n, n);
   }
   std::fill(out, out + int64_t(n_heads) * hd, 0.0f);
@@ -480,7 +480,7 @@ void prefill_dense(const PagedKv& kv, const float* q, int64_t q_stride, int n_he
         const int64_t visible = n_before + t0 + i + 1;
         const int64_t lo = first_visible(kv, kv.head.position(visible - 1));
         std::fill(row, row + lo, 0.0f);
-        softmax_inplace(row + lo, visible - lo);
+        softmax_inplace(row + lo, visible - lo, sink_logit(kv, g));
         if (observer) observer->on_row(g, t0 + i, row, visible);
         std::fill(row + visible, row + cols, 0.0f);
       }
@@ -541,7 +541,7 @@ void attend_sparse(const PagedKv& kv, std::span<const int32_t> indices, const fl
         },
         m, scale, s, m, buffer);
   });
-  for (int g = 0; g < n_q_heads; ++g) softmax_inplace(s + g * m, m);
+  for (int g = 0; g < n_q_heads; ++g) softmax_inplace(s + g * m, m, sink_logit(kv, g));
   with_codec(head.value_type(), [&](auto codec) {
     weighted_rows<decltype(codec)>(
         s, m, hd, n_q_heads,

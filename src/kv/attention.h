@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <span>
 #include <vector>
 
@@ -52,7 +53,16 @@ struct PagedKv {
   // > 0 on a sliding-window layer: the query at position p reads only the keys at positions in
   // (p - window, p] (llama.cpp's standard SWA mask); the others get probability 0.
   int window = 0;
+  // Attention sinks (gpt-oss): one learned logit per query head of the call (the n_q_heads heads
+  // q holds), joining every softmax row of that head: its denominator gains exp(sink - max), no
+  // value is added, so the row sums to 1 minus the sink's share. nullptr: no sinks.
+  const float* sinks = nullptr;
 };
+
+// Query head g's sink logit, -inf (no effect on the softmax) without sinks.
+inline float sink_logit(const PagedKv& kv, int g) {
+  return kv.sinks != nullptr ? kv.sinks[g] : -std::numeric_limits<float>::infinity();
+}
 
 // The first cache index a query at `query_position` reads: 0 without a window, else the first
 // token whose position is above query_position - window (positions ascend in a head).
@@ -60,10 +70,10 @@ inline int64_t first_visible(const PagedKv& kv, int64_t query_position) {
   return kv.window > 0 ? kv.head.first_after(query_position - kv.window) : 0;
 }
 
-// Dense causal attention of `n_q_heads` query heads (consecutive, head_dim apart in q and out)
-// for a block of `n_q` queries (row strides q_stride, out_stride). The queries are the head's
-// last n_q tokens: query i sees tokens [0, size - n_q + i] (from first_visible on a window layer). n_q == 1 is the
-// decode path (every key row is read once for all the heads); larger blocks use matrix products page by page.
+// Dense causal attention (with kv.sinks in each softmax) of `n_q_heads` query heads (consecutive, head_dim apart in q
+// and out) for a block of `n_q` queries (row strides q_stride, out_stride). The queries are the head's last n_q tokens:
+// query i sees tokens [0, size - n_q + i] (from first_visible on a window layer). n_q == 1 is the decode path (every
+// key row is read once for all the heads); larger blocks use matrix products page by page.
 void attend_dense(const PagedKv& kv, const float* q, int64_t q_stride, int n_q_heads, int64_t n_q, float* out,
                   int64_t out_stride, AttentionScratch& scratch, SoftmaxRowObserver* observer = nullptr);
 
@@ -83,8 +93,8 @@ void key_scores(const PagedKv& kv, const float* q, int n_q_heads, float scale, f
 const char* attention_kernel(DType kv_type, int head_dim);
 
 // One query per head (n_q_heads consecutive heads, head_dim apart) attending over only the
-// tokens at `indices` (ascending cache indices): softmax over that subset. An empty subset
-// gives zeros.
+// tokens at `indices` (ascending cache indices): softmax over that subset (and the head's sink).
+// An empty subset gives zeros.
 void attend_sparse(const PagedKv& kv, std::span<const int32_t> indices, const float* q, int n_q_heads, float* out,
                    AttentionScratch& scratch);
 

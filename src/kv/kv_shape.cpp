@@ -24,6 +24,11 @@ void validate_kv_shape(const KvShape& s) {
     fail("KV cache: {} layer windows for {} layers", s.layer_window.size(), s.n_layers);
   for (int w : s.layer_window)
     if (w < 0) fail("KV cache: a sliding window must be >= 0 tokens (got {})", w);
+  if (!s.layer_sinks.empty() && s.layer_sinks.size() != size_t(s.n_layers))
+    fail("KV cache: sink logits for {} layers, the model has {}", s.layer_sinks.size(), s.n_layers);
+  for (size_t l = 0; l < s.layer_sinks.size(); ++l)
+    if (!s.layer_sinks[l].empty() && s.layer_sinks[l].size() != size_t(s.n_heads))
+      fail("KV cache: layer {} has {} sink logits for {} query heads", l, s.layer_sinks[l].size(), s.n_heads);
   if (s.head_dim < 1) fail("KV cache: head_dim must be >= 1 (got {})", s.head_dim);
   for (const auto& [type, what] : {std::pair{s.key_type, "key"}, std::pair{s.value_type, "value"}}) {
     if (!is_kv_type(type)) fail("KV cache: {} type {} is not one of f32, f16, bf16, q8_0", what, dtype_name(type));

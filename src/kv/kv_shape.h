@@ -21,6 +21,11 @@ struct KvShape {
   // Sliding-window layers: layer_window[l] > 0 is layer l's window (a query at position p reads
   // the keys at positions in (p - window, p]), 0 a global layer; empty: every layer is global.
   std::vector<int> layer_window;
+  // Attention sinks (gpt-oss's attn_sinks): layer_sinks[l] holds one learned logit per query head
+  // of layer l, joining each of that head's softmax rows (kv/attention.h PagedKv::sinks); empty
+  // (or an empty layer): no sinks. Learned values, not a shape, but the cache is where every
+  // softmax over its tokens is taken, and presses read them from there (PagedKvCache::sinks).
+  std::vector<std::vector<float>> layer_sinks;
 };
 
 // True for the four types a KV page may hold.

@@ -43,6 +43,7 @@ PagedKvCache::PagedKvCache(const KvShape& shape, int64_t capacity, int page_toke
       n_kv_heads_(shape.n_kv_heads),
       head_dim_(shape.head_dim),
       windows_(shape.layer_window),
+      sinks_(shape.layer_sinks),
       capacity_(capacity),
       pool_(shape.head_dim, page_tokens, shape.key_type, shape.value_type) {
   if (capacity < 1) fail("KV cache: capacity must be >= 1 token (got {})", capacity);
@@ -126,7 +127,9 @@ void PagedKvCache::attend(int layer, const float* q, int n, float* out, ThreadPo
       const int g0 = group * part / splits, g1 = group * (part + 1) / splits;
       const int first_q_head = kv_head * group + g0;
       const HeadCache& hc = head(layer, kv_head);
-      const PagedKv kv{hc, head_dim_, pool_.page_tokens(), window(layer)};
+      const float* layer_sinks = sinks(layer);
+      const PagedKv kv{hc, head_dim_, pool_.page_tokens(), window(layer),
+                       layer_sinks != nullptr ? layer_sinks + first_q_head : nullptr};
       const float* qh = q + int64_t(first_q_head) * head_dim_;
       float* oh = out + int64_t(first_q_head) * head_dim_;
       if (sparse) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <span>
 #include <vector>
@@ -53,7 +54,8 @@ class PagedKvCache final : public KvCache {
   ~PagedKvCache() override;
 
   void append(int layer, const float* k, const float* v, int n, const int64_t* positions) override;
-  // Dense causal attention; with a probe set, every softmax row is reported. For n == 1 and a
+  // Dense causal attention (with the layer's sinks, if any, in every softmax); with a probe set,
+  // every softmax row is reported (summing to 1 minus the sink's share). For n == 1 and a
   // selector set, attention reads only the selected tokens (the probe then sees nothing). On a
   // sliding-window layer attention is masked to the window, and neither the probe nor the
   // selector runs: no method governs such a layer.
@@ -72,6 +74,16 @@ class PagedKvCache final : public KvCache {
   // Sliding-window layers (KvShape::layer_window): a local layer's window, 0 for a global one.
   int window(int layer) const { return windows_.empty() ? 0 : windows_[size_t(layer)]; }
   bool is_local(int layer) const { return window(layer) > 0; }
+  // Layer `layer`'s sink logits (KvShape::layer_sinks), one per query head; nullptr: none. Methods
+  // that compute attention rows themselves put them in the denominator as the kernels do.
+  const float* sinks(int layer) const {
+    return sinks_.empty() || sinks_[size_t(layer)].empty() ? nullptr : sinks_[size_t(layer)].data();
+  }
+  // Query head q_head's sink logit on `layer`, -inf (no effect on a softmax) without sinks.
+  float sink_logit(int layer, int q_head) const {
+    const float* s = sinks(layer);
+    return s != nullptr ? s[q_head] : -std::numeric_limits<float>::infinity();
+  }
   // The layers a compression method governs (every layer of a model without sliding windows).
   const std::vector<int>& global_layers() const { return global_layers_; }
   // Drops, on every local layer, the tokens no query from `next_position` on can see (positions
@@ -95,6 +107,7 @@ class PagedKvCache final : public KvCache {
  private:
   int n_layers_, n_heads_, n_kv_heads_, head_dim_;
   std::vector<int> windows_, global_layers_;
+  std::vector<std::vector<float>> sinks_;  // [layer][query head], empty: no sinks
   int64_t capacity_;
   PagePool pool_;
   std::vector<HeadCache> heads_;  // [layer][kv head]

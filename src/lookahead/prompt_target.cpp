@@ -18,7 +18,7 @@ PromptTarget<float> prompt_target(const Model& model, ThreadPool& pool, const st
   if (prompt.empty() || response.empty()) fail("a LookaheadKV training example needs a prompt and a response");
   const ModelConfig& c = model.config();
   const int64_t n = int64_t(prompt.size());
-  PagedKvCache cache(kv_shape(c), n + int64_t(response.size()));  // f32: the training target
+  PagedKvCache cache(kv_shape(model), n + int64_t(response.size()));  // f32: the training target
   Forward forward(model, kBlock);
   auto run = [&](const std::vector<int32_t>& tokens, int64_t pos0) {
     for (size_t start = 0; start < tokens.size(); start += kBlock) {

@@ -1,6 +1,7 @@
 #include "model/config.h"
 
 #include "model/gemma3_config.h"
+#include "model/gptoss_config.h"
 #include "util/error.h"
 
 namespace kvslim {
@@ -13,6 +14,7 @@ const char* arch_name(Arch arch) {
     case Arch::Phi3: return "phi3";
     case Arch::SmolLM3: return "smollm3";
     case Arch::Gemma3: return "gemma3";
+    case Arch::GptOss: return "gpt-oss";
   }
   return "?";
 }
@@ -24,7 +26,8 @@ Arch arch_from_name(const std::string& name) {
   if (name == "phi3") return Arch::Phi3;
   if (name == "smollm3") return Arch::SmolLM3;
   if (name == "gemma3") return Arch::Gemma3;
-  fail("unsupported architecture '{}' (supported: llama, qwen2, qwen3, phi3, smollm3, gemma3)", name);
+  if (name == "gpt-oss") return Arch::GptOss;
+  fail("unsupported architecture '{}' (supported: llama, qwen2, qwen3, phi3, smollm3, gemma3, gpt-oss)", name);
 }
 
 namespace {
@@ -89,10 +92,13 @@ ModelConfig ModelConfig::from_gguf(const gguf::File& file) {
   const std::string scaling = file.get_string_opt(p + "rope.scaling.type").value_or("none");
   if (c.arch == Arch::Gemma3) {
     read_gemma3_config(file, c);
+  } else if (c.arch == Arch::GptOss) {
+    // read after the generic scaling keys, below
   } else if (scaling != "none" && scaling != "llama3" && scaling != "longrope") {
     fail("{}: unsupported rope.scaling.type '{}' (supported: none, llama3, longrope)", file.path(), scaling);
   }
   read_phi3_smollm3_keys(file, p, c);
+  if (c.arch == Arch::GptOss) read_gptoss_config(file, c);
   return c;
 }
 
@@ -117,10 +123,17 @@ void ModelConfig::to_gguf(gguf::Writer& w) const {
     w.set(p + "rope.scaling.original_context_length", Value::of_u32(rope_original_context));
   }
   if (this->arch == Arch::Gemma3) write_gemma3_config(*this, w);
+  if (this->arch == Arch::GptOss) {
+    // The stored attn_factor is the one before read_gptoss_config multiplied YaRN's in.
+    const float yarn = rope_ext_factor != 0.0f ? yarn_attn_factor(1.0f / rope_freq_scale, 1.0f) : 1.0f;
+    w.set(p + "rope.scaling.attn_factor", Value::of_f32(rope_attn_factor / yarn));
+    w.set(p + "rope.scaling.original_context_length", Value::of_u32(rope_original_context));
+    write_gptoss_config(*this, w);
+  }
 }
 
 KvShape kv_shape(const ModelConfig& c, DType key_type, DType value_type) {
-  return {c.n_layers, c.n_heads, c.n_kv_heads, c.head_dim, key_type, value_type, c.layer_window};
+  return {c.n_layers, c.n_heads, c.n_kv_heads, c.head_dim, key_type, value_type, c.layer_window, {}};
 }
 
 }  // namespace kvslim

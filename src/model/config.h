@@ -10,7 +10,7 @@
 
 namespace kvslim {
 
-enum class Arch { Llama, Qwen2, Qwen3, Phi3, SmolLM3, Gemma3 };
+enum class Arch { Llama, Qwen2, Qwen3, Phi3, SmolLM3, Gemma3, GptOss };
 const char* arch_name(Arch arch);
 Arch arch_from_name(const std::string& name);  // throws, listing the supported ones
 
@@ -41,7 +41,14 @@ struct ModelConfig {
   // a local layer (a token at position p sees positions in (p - window, p]) and 0 for a global
   // one; empty when every layer is global.
   std::vector<int> layer_window;
-  float rope_base_local = 10000.0f;  // RoPE base of the local layers (gemma3.rope.freq_base_swa)
+  float rope_base_local = 10000.0f;    // RoPE base of the local layers (gemma3/gpt-oss rope.freq_base_swa)
+  float rope_freq_scale_local = 1.0f;  // their linear scaling: 1 (gemma3), the global layers' (gpt-oss)
+  // YaRN (rope.scaling.type yarn, gpt-oss; tensor/ops.h RopeConfig): ext_factor 1 with yarn, 0
+  // otherwise; llama.cpp's default betas (it reads no key for them on gpt-oss); the original
+  // context is rope_original_context. rope_attn_factor then holds llama.cpp's yarn_attn_factor.
+  float rope_ext_factor = 0.0f;
+  float rope_beta_fast = 32.0f;
+  float rope_beta_slow = 1.0f;
   float rope_freq_scale = 1.0f;      // linear RoPE scaling of the global layers: 1 / rope.scaling.factor
   float attention_scale = 0.0f;      // scale of q.k; 0: 1 / sqrt(head_dim)
   float final_logit_softcap = 0.0f;  // logits = c * tanh(logits / c) when > 0
@@ -54,7 +61,10 @@ struct ModelConfig {
   bool layer_has_rope(int layer) const { return no_rope_layer_step == 0 || (layer + 1) % no_rope_layer_step != 0; }
   // Phi-3 stores q/k/v as one attn_qkv tensor and gate/up as one ffn_up of 2 x ffn rows.
   bool fused_projections() const { return arch == Arch::Phi3; }
-  bool has_qkv_bias() const { return arch == Arch::Qwen2; }
+  bool has_qkv_bias() const { return arch == Arch::Qwen2 || arch == Arch::GptOss; }
+  // gpt-oss (model/gptoss_config.h): attn_output.bias, attn_sinks, post_attention_norm before the
+  // MoE FFN.
+  bool is_gptoss() const { return arch == Arch::GptOss; }
   bool has_qk_norm() const { return arch == Arch::Qwen3 || arch == Arch::Gemma3; }
   // Gemma 3: norms after attention and FFN, GELU-tanh gated FFN, embeddings scaled by sqrt(dim).
   bool is_gemma3() const { return arch == Arch::Gemma3; }

@@ -75,9 +75,13 @@ Forward::Forward(const Model& model, int max_block, int64_t n_ctx) : model_(mode
   rope_.freq_factors = factors.empty() ? nullptr : factors.data();
   rope_.attn_factor = c.rope_attn_factor;
   rope_.freq_scale = c.rope_freq_scale;
+  rope_.ext_factor = c.rope_ext_factor;
+  rope_.beta_fast = c.rope_beta_fast;
+  rope_.beta_slow = c.rope_beta_slow;
+  rope_.original_context = c.rope_original_context;
   rope_local_ = rope_;
   rope_local_.base = c.rope_base_local;
-  rope_local_.freq_scale = 1.0f;
+  rope_local_.freq_scale = c.rope_freq_scale_local;
   if (c.attention_scale > 0) {
     const double scale = double(c.attention_scale) * std::sqrt(double(c.head_dim));
     if (std::abs(scale - 1.0) > 1e-6) q_scale_ = float(scale);

@@ -14,14 +14,13 @@ namespace {
 // llama.cpp's default when the file stores no pattern (the converter's files never do).
 constexpr int kDefaultPeriod = 6;
 
-// Which layers are local: `gemma3.attention.sliding_window_pattern` as a period (llama.cpp's
-// reading) or as one bool per layer (true: local), the layout other sliding-window
-// architectures store; llama.cpp's period of 6 when absent.
-std::vector<bool> local_layers(const gguf::File& file, const std::string& key, int n_layers) {
+}  // namespace
+
+std::vector<bool> local_layers(const gguf::File& file, const std::string& key, int n_layers, int default_period) {
   std::vector<bool> local(size_t(n_layers), false);
   const gguf::Value* value = file.find(key);
   if (value == nullptr || value->type != gguf::ValueType::ARRAY) {
-    const uint64_t period = value ? file.get_uint(key) : kDefaultPeriod;
+    const uint64_t period = value ? file.get_uint(key) : uint64_t(default_period);
     if (period > uint64_t(n_layers) * 2 + kDefaultPeriod)
       fail("{}: metadata '{}' = {} is not a layer period for {} layers", file.path(), key, period, n_layers);
     for (int l = 0; l < n_layers; ++l) local[size_t(l)] = gemma3_layer_is_local(l, int(period));
@@ -36,8 +35,6 @@ std::vector<bool> local_layers(const gguf::File& file, const std::string& key, i
   return local;
 }
 
-}  // namespace
-
 bool gemma3_layer_is_local(int layer, int period) { return period == 0 || layer % period < period - 1; }
 
 void read_gemma3_config(const gguf::File& file, ModelConfig& c) {
@@ -49,7 +46,8 @@ void read_gemma3_config(const gguf::File& file, ModelConfig& c) {
          window, c.context_length);
   c.layer_window.clear();
   if (window > 0) {
-    const std::vector<bool> local = local_layers(file, p + "attention.sliding_window_pattern", c.n_layers);
+    const std::vector<bool> local =
+        local_layers(file, p + "attention.sliding_window_pattern", c.n_layers, kDefaultPeriod);
     for (int l = 0; l < c.n_layers; ++l) c.layer_window.push_back(local[size_t(l)] ? int(window) : 0);
     c.rope_base_local = float(file.get_float_opt(p + "rope.freq_base_swa").value_or(10000.0));
     if (!(c.rope_base_local > 0)) fail("{}: metadata 'gemma3.rope.freq_base_swa' must be positive", file.path());

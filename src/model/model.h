@@ -16,10 +16,12 @@ namespace kvslim {
 struct LayerWeights {
   std::vector<float> attn_norm;                      // dim
   WeightView wq, wk, wv, wo;                         // q_dim x dim, kv_dim x dim, kv_dim x dim, dim x q_dim
-  std::vector<float> bq, bk, bv;                     // qwen2 only (q_dim, kv_dim, kv_dim)
+  std::vector<float> bq, bk, bv;                     // qwen2, gpt-oss (q_dim, kv_dim, kv_dim)
+  std::vector<float> bo;                             // gpt-oss (dim): attn_output.bias
+  std::vector<float> attn_sinks;                     // gpt-oss (n_heads): one sink logit per query head
   std::vector<float> q_norm, k_norm;                 // qwen3, gemma3 (head_dim each)
   std::vector<float> post_attn_norm, post_ffn_norm;  // gemma3 only (dim each): norms of the block outputs
-  std::vector<float> ffn_norm;                       // dim
+  std::vector<float> ffn_norm;                       // dim (gpt-oss: post_attention_norm.weight)
   WeightView w_gate, w_up, w_down;                   // ffn x dim, ffn x dim, dim x ffn
 };
 
@@ -56,5 +58,8 @@ class Model {
   std::vector<float> output_norm_, rope_freqs_, rope_factors_long_, rope_factors_short_;
   std::vector<LayerWeights> layers_;
 };
+
+// The KV cache's view of a loaded model: kv_shape(config) plus its layers' attention sinks.
+KvShape kv_shape(const Model& model, DType key_type = DType::F32, DType value_type = DType::F32);
 
 }  // namespace kvslim

@@ -132,8 +132,8 @@ float sparq_scale(const float* q, std::span<const int32_t> channels, int head_di
   return scale > 0.0f ? scale : 1.0f;
 }
 
-void add_softmax(std::span<float> logits, float weight, std::span<float> acc) {
-  softmax_inplace(logits.data(), int64_t(logits.size()));
+void add_softmax(std::span<float> logits, float weight, std::span<float> acc, float sink) {
+  softmax_inplace(logits.data(), int64_t(logits.size()), sink);
   for (size_t j = 0; j < logits.size(); ++j) acc[j] += weight * logits[j];
 }
 

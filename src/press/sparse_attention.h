@@ -65,7 +65,9 @@ void top_channels(const float* q_group, int group, int head_dim, int r, std::vec
 float sparq_scale(const float* q, std::span<const int32_t> channels, int head_dim);
 
 // acc[j] += weight * softmax(logits)[j]; logits is overwritten with the probabilities.
-// With weight 1/group over a group's query heads this is the group-mean attention.
-void add_softmax(std::span<float> logits, float weight, std::span<float> acc);
+// With weight 1/group over a group's query heads this is the group-mean attention. `sink`: the
+// query head's attention-sink logit (PagedKvCache::sink_logit), in the denominator as the
+// kernels put it; -inf: none.
+void add_softmax(std::span<float> logits, float weight, std::span<float> acc, float sink);
 
 }  // namespace kvslim

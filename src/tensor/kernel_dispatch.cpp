@@ -46,7 +46,7 @@ void rmsnorm(const float* x, const float* weight, float* y, int64_t n, float eps
   KVSLIM_ISA_DISPATCH(rmsnorm(x, weight, y, n, eps));
 }
 
-void softmax_inplace(float* x, int64_t n) { KVSLIM_ISA_DISPATCH(softmax_inplace(x, n)); }
+void softmax_inplace(float* x, int64_t n, float sink) { KVSLIM_ISA_DISPATCH(softmax_inplace(x, n, sink)); }
 
 void swiglu(const float* gate, const float* up, float* out, int64_t n) {
   KVSLIM_ISA_DISPATCH(swiglu(gate, up, out, n));
@@ -60,6 +60,10 @@ float dot(const float* a, const float* b, int64_t n) { KVSLIM_ISA_DISPATCH(dot(a
 
 void gelu_tanh_gated(const float* gate, const float* up, float* out, int64_t n) {
   KVSLIM_ISA_DISPATCH(gelu_tanh_gated(gate, up, out, n));
+}
+
+void rope_yarn_corr_dims(int n_rot, int original_context, float base, float beta_fast, float beta_slow, float dims[2]) {
+  KVSLIM_ISA_DISPATCH(rope_yarn_corr_dims(n_rot, original_context, base, beta_fast, beta_slow, dims));
 }
 
 void rope_inplace(float* x, int n_heads, int64_t pos, const RopeConfig& config) {

@@ -118,9 +118,9 @@ void rmsnorm(const float* x, const float* weight, float* y, int64_t n, float eps
   for (; i < n; ++i) y[i] = x[i] * scale * weight[i];
 }
 
-void softmax_inplace(float* x, int64_t n) {
+void softmax_inplace(float* x, int64_t n, float sink) {
   if (n <= 0) return;
-  float mx = -std::numeric_limits<float>::infinity();
+  float mx = sink;  // -inf without a sink
   int64_t i = 0;
 #if defined(KVSLIM_HAS_AVX512F)
   __m512 vm = _mm512_set1_ps(mx);
@@ -170,6 +170,7 @@ void softmax_inplace(float* x, int64_t n) {
     x[i] = std::exp(x[i] - mx);
     sum += x[i];
   }
+  if (sink > -std::numeric_limits<float>::infinity()) sum += std::exp(double(sink) - mx);
   const float inv = static_cast<float>(1.0 / sum);
   i = 0;
 #if defined(KVSLIM_HAS_AVX512F)
@@ -274,6 +275,15 @@ void gelu_tanh_gated(const float* gate, const float* up, float* out, int64_t n) 
   }
 }
 
+void rope_yarn_corr_dims(int n_rot, int original_context, float base, float beta_fast, float beta_slow, float dims[2]) {
+  // The rotary dim whose wavelength spans original_context / beta turns.
+  auto dim_of = [&](float beta) {
+    return float(n_rot) * std::log(float(original_context) / (beta * 2.0f * float(M_PI))) / (2.0f * std::log(base));
+  };
+  dims[0] = std::max(0.0f, std::floor(dim_of(beta_fast)));
+  dims[1] = std::min(float(n_rot - 1), std::ceil(dim_of(beta_slow)));
+}
+
 void rope_inplace(float* x, int n_heads, int64_t pos, const RopeConfig& config) {
   const int head_dim = config.head_dim;
   const int n_rot = config.n_rot;
@@ -285,11 +295,26 @@ void rope_inplace(float* x, int n_heads, int64_t pos, const RopeConfig& config) 
   if (half > kMaxPairs) fail("rope: n_rot {} too large (max {})", n_rot, 2 * kMaxPairs);
   float cs[kMaxPairs], sn[kMaxPairs];
   const double base = static_cast<double>(config.base);
+  const bool yarn = config.ext_factor != 0.0f;
+  float corr[2] = {0.0f, 0.0f};
+  float mscale = config.attn_factor;
+  if (yarn) {
+    rope_yarn_corr_dims(n_rot, config.original_context, config.base, config.beta_fast, config.beta_slow, corr);
+    mscale *= 1.0f + 0.1f * std::log(1.0f / config.freq_scale);
+  }
   for (int i = 0; i < half; ++i) {
-    double theta = static_cast<double>(pos) * config.freq_scale * std::pow(base, -2.0 * i / n_rot);
+    double theta = static_cast<double>(pos) * config.freq_scale * std::pow(base, -2.0 * i / n_rot);  // interpolated
     if (config.freq_factors != nullptr) theta /= static_cast<double>(config.freq_factors[i]);
-    cs[i] = static_cast<float>(std::cos(theta)) * config.attn_factor;
-    sn[i] = static_cast<float>(std::sin(theta)) * config.attn_factor;
+    if (yarn) {
+      double extrap = static_cast<double>(pos) * std::pow(base, -2.0 * i / n_rot);
+      if (config.freq_factors != nullptr) extrap /= static_cast<double>(config.freq_factors[i]);
+      // ggml's rope_yarn_ramp(low, high, i0) with i0 = 2i: 1 - clamp((i - low) / max(0.001, high - low), 0, 1).
+      const float y = (float(i) - corr[0]) / std::max(0.001f, corr[1] - corr[0]);
+      const double mix = double(1.0f - std::min(1.0f, std::max(0.0f, y))) * config.ext_factor;
+      theta = theta * (1.0 - mix) + extrap * mix;
+    }
+    cs[i] = static_cast<float>(std::cos(theta)) * mscale;
+    sn[i] = static_cast<float>(std::sin(theta)) * mscale;
   }
   for (int h = 0; h < n_heads; ++h) {
     float* v = x + static_cast<int64_t>(h) * head_dim;

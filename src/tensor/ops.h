@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <span>
 
 #include "tensor/dtype.h"
@@ -54,8 +55,10 @@ const char* matmul_kernel(DType type);
 // y = x / sqrt(mean(x^2) + eps) * weight
 void rmsnorm(const float* x, const float* weight, float* y, int64_t n, float eps);
 
-// x = softmax(x), numerically stable (max subtracted).
-void softmax_inplace(float* x, int64_t n);
+// x = softmax(x), numerically stable (max subtracted). With a finite `sink` (an attention sink,
+// gpt-oss: a learned logit that joins the softmax but has no value), the denominator also holds
+// exp(sink - max), as ggml's soft_max with sinks: the row then sums to 1 - the sink's share.
+void softmax_inplace(float* x, int64_t n, float sink = -std::numeric_limits<float>::infinity());
 
 // out[i] = silu(gate[i]) * up[i]
 void swiglu(const float* gate, const float* up, float* out, int64_t n);
@@ -84,7 +87,20 @@ struct RopeConfig {
   bool neox = false;
   const float* freq_factors = nullptr;  // n_rot/2 entries (Llama 3.1's rope_freqs.weight)
   float attn_factor = 1.0f;             // scales the rotated pairs (Phi-3's rope.scaling.attn_factor)
+  // YaRN (ggml's rope_yarn, on when ext_factor != 0): pair i's angle blends the interpolated
+  // theta (freq_scale applied) and the extrapolated one (without) by ramp(i) * ext_factor, where
+  // ramp is 1 below the correction dims of beta_fast and 0 above those of beta_slow (linear in
+  // between) for a model trained on `original_context` positions; the rotated pairs are then
+  // scaled by attn_factor * (1 + 0.1 ln(1 / freq_scale)).
+  float ext_factor = 0.0f;
+  float beta_fast = 32.0f;
+  float beta_slow = 1.0f;
+  int original_context = 0;
 };
+// ggml_rope_yarn_corr_dims: the first and last rotary dims [low, high] of YaRN's ramp,
+// floor / ceil of n_rot * ln(original_context / (beta * 2 pi)) / (2 ln base), clamped to
+// [0, n_rot - 1].
+void rope_yarn_corr_dims(int n_rot, int original_context, float base, float beta_fast, float beta_slow, float dims[2]);
 void rope_inplace(float* x, int n_heads, int64_t pos, const RopeConfig& config);
 
 }  // namespace kvslim

@@ -33,7 +33,8 @@ class ExactTopKPress final : public SparseAttentionPress {
     // more than the dense attention it replaces.
     attention_scores(PagedKv{head, d, cache.page_tokens()}, q_group, group, logits.data(), n, scratch.attention);
     for (int g = 0; g < group; ++g)
-      add_softmax(std::span<float>(logits.data() + size_t(g) * n, size_t(n)), 1.0f / float(group), scores);
+      add_softmax(std::span<float>(logits.data() + size_t(g) * n, size_t(n)), 1.0f / float(group), scores,
+                  cache.sink_logit(layer, kv_head * group + g));
     top_k_with_newest(scores, k_, scratch.work, out);
     return true;
   }

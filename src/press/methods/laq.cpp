@@ -107,12 +107,14 @@ class LaqPress final : public Press, private SparseSelector {
     for (int g = 0; g < group_; ++g) {
       const int q_head = h * group_ + g;
       const float* qh = q + size_t(q_head) * d;
-      float top = -INFINITY;
+      // The sink logit (gpt-oss; -inf without) joins the softmax as in the attention kernels.
+      const float sink = cache.sink_logit(layer, q_head);
+      float top = sink;
       for (int64_t j = 0; j < n; ++j) {
         probs[j] = dot(qh, head.key_f32(j, key_row.data()), d) * scale;
         top = std::max(top, probs[j]);
       }
-      double sum = 0;
+      double sum = sink > -INFINITY ? std::exp(double(sink) - top) : 0.0;
       for (float& p : probs) {
         p = std::exp(p - top);
         sum += p;

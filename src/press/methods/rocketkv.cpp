@@ -182,10 +182,12 @@ class RocketKvPress final : public SparseAttentionPress {
       const float inv_scale = 1.0f / sparq_scale(q_group + size_t(g) * d, channels, d);
       float* lg = logits.data() + size_t(g) * n_pages;
       for (int64_t p = 0; p < n_pages; ++p) lg[p] *= inv_scale;
-      softmax_inplace(lg, n_pages);
+      // With an attention sink (gpt-oss) the page softmax leaves the sink's share 1 - total out
+      // of the pages; it joins the token normaliser once, as in the kernels' softmax.
+      softmax_inplace(lg, n_pages, cache.sink_logit(layer, kv_head * group + g));
       double total = 0.0;
       for (int64_t p = 0; p < n_pages; ++p) total += lg[p];
-      const double norm = double(plan_.page) * total - missing * double(lg[n_pages - 1]);
+      const double norm = double(plan_.page) * total - missing * double(lg[n_pages - 1]) + (1.0 - total);
       const float weight = float(1.0 / (double(group) * norm));
       for (int64_t p = 0; p < n_pages; ++p) page_probs[p] += weight * lg[p];
     }
