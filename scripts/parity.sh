@@ -9,7 +9,8 @@
 # headers are taken from LLAMA_SRC (default: LLAMA_BIN/../..). This script never builds
 # llama.cpp; it compiles only scripts/llama_logits.cpp, a small client of libllama.
 # Env: KVSLIM (default build/kvslim), TEXT (default docs/methods.md), WEIGHT_STD (0.1),
-# WORK (a temporary folder), THREADS (2).
+# WORK (a temporary folder), THREADS (2), TYPE (the matrices' type, f32; e.g. mxfp4 or q4_0: any
+# type init-model writes and llama.cpp reads).
 set -euo pipefail
 
 ARCH=${1:?usage: scripts/parity.sh ARCH [LLAMA_BIN]}
@@ -20,6 +21,7 @@ KVSLIM=${KVSLIM:-$ROOT/build/kvslim}
 TEXT=${TEXT:-$ROOT/docs/methods.md}
 WEIGHT_STD=${WEIGHT_STD:-0.1}
 THREADS=${THREADS:-2}
+TYPE=${TYPE:-f32}
 WORK=${WORK:-$(mktemp -d)}
 mkdir -p "$WORK"
 SHARED=${KVSLIM_SHARED_DIR:-$ROOT/../shared}
@@ -52,12 +54,12 @@ if [ ! -x "$LOGITS" ]; then
     -L"$LLAMA_BIN" -lllama -lggml -lggml-base -Wl,-rpath,"$LLAMA_BIN" -o "$LOGITS"
 fi
 
-MODEL=$WORK/$ARCH.gguf
+MODEL=$WORK/$ARCH-$TYPE.gguf
 # Context 4096: Phi-3's file says it was trained on 2048 (LongRoPE), so the 256-token perplexity
 # chunks use the short factors and the 4096-token greedy run the long ones, in both programs.
-"$KVSLIM" init-model --arch "$ARCH" --layers 4 --dim 256 --heads 4 --kv-heads 2 --ffn 512 --type f32 \
+"$KVSLIM" init-model --arch "$ARCH" --layers 4 --dim 256 --heads 4 --kv-heads 2 --ffn 512 --type "$TYPE" \
   --ctx 4096 --weight-std "$WEIGHT_STD" --seed 3 --vocab-from "$VOCAB" "${EXTRA[@]}" -o "$MODEL" 2>/dev/null
-echo "model: $MODEL ($ARCH, 4 layers, dim 256, 4/2 heads, ffn 512, f32, weight std $WEIGHT_STD)"
+echo "model: $MODEL ($ARCH, 4 layers, dim 256, 4/2 heads, ffn 512, $TYPE, weight std $WEIGHT_STD)"
 
 # 1. Perplexity, chunks of 256, second half scored; f32 KV cache on both sides.
 # Flash attention off in llama.cpp (its default "auto" turns it on): its blocked softmax rounds

@@ -161,8 +161,12 @@ TEST_P(Int8Gemm, ExtremeLevelsAndActivationsStayExact) {
     // Rows 0-3: every level the largest (all bits set) or the smallest (no bits set).
     const int64_t row = static_cast<int64_t>(off / rb);
     if (row < 4) std::memset(&data[off], row % 2 == 0 ? 0xFF : 0x00, block_bytes);
-    const uint16_t d = fp32_to_fp16(0.5f + static_cast<float>(rng() % 1000) / 1000.0f);
-    std::memcpy(&data[off], &d, 2);
+    if (type == DType::MXFP4) {  // its E8M0 byte: scales 2^-4 .. 2^1, not any power of two up to 2^127
+      data[off] = static_cast<uint8_t>(124 + rng() % 6);
+    } else {
+      const uint16_t d = fp32_to_fp16(0.5f + static_cast<float>(rng() % 1000) / 1000.0f);
+      std::memcpy(&data[off], &d, 2);
+    }
     if (has_min) {
       const uint16_t m = fp32_to_fp16(static_cast<float>(rng() % 1000) / 2000.0f);
       std::memcpy(&data[off + 2], &m, 2);
@@ -206,7 +210,7 @@ TEST_P(Int8Gemm, MatmulTakesTheInt8Gemm) {
 
 INSTANTIATE_TEST_SUITE_P(BlockTypes, Int8Gemm,
                          ::testing::Values(DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q4_K,
-                                           DType::Q5_K, DType::IQ4_NL, DType::IQ4_XS),
+                                           DType::Q5_K, DType::IQ4_NL, DType::IQ4_XS, DType::MXFP4),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
 TEST(Int8GemmPaths, ThreadCountDoesNotChangeResults) {

@@ -91,7 +91,7 @@ TEST(IsaKernels, MatvecQ8_0MatchesScalarLevel) {
 }
 
 TEST(IsaKernels, MatvecBlockTypesMatchScalarLevel) {
-  for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::IQ4_NL}) {
+  for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::IQ4_NL, DType::MXFP4}) {
     for (int64_t cols : {32, 64, 96, 224, 512}) check_matvec(t, 13, cols);
   }
   for (DType t : {DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_XS}) {
@@ -99,8 +99,8 @@ TEST(IsaKernels, MatvecBlockTypesMatchScalarLevel) {
   }
 }
 
-constexpr DType kBlockTypes[] = {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1,   DType::Q2_K,  DType::Q3_K,
-                                 DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS};
+constexpr DType kBlockTypes[] = {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1,   DType::Q2_K,   DType::Q3_K,
+                                 DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS, DType::MXFP4};
 
 // Every block type: the level's own dot-product path (Auto: NEON on aarch64, AVX2 / VNNI on
 // x86) against the scalar arithmetic of the same level.
@@ -132,9 +132,14 @@ std::vector<size_t> f16_fields(DType t) {
     case DType::Q2_K: return {80, 82};
     case DType::Q3_K: return {108};
     case DType::Q6_K: return {208};
-    default: return {0};  // q4_0, q5_0, iq4_nl, iq4_xs
+    case DType::MXFP4: return {};  // no f16 field: its E8M0 byte is set by e8m0_field_value
+    default: return {0};           // q4_0, q5_0, iq4_nl, iq4_xs
   }
 }
+
+// An mxfp4 block's E8M0 byte (offset 0) for the random-bits test: scales 2^-8 .. 2^-4, not any
+// power of two up to 2^127 (which would overflow f32 in the products).
+uint8_t e8m0_field_value(std::mt19937& rng) { return static_cast<uint8_t>(120 + rng() % 5); }
 
 // Random bit patterns for every level, scale and high-bit field (so each 2-, 3-, 4-, 5- and 6-bit
 // level, every sub-block scale and min, and each hmask / qh bit occurs in every position),
@@ -152,6 +157,7 @@ TEST(IsaKernels, BlockTypesOnRandomBitsMatchScalarPathAtEveryLevel) {
         const uint16_t h = fp32_to_fp16(0.001f + static_cast<float>(rng() % 1000) * 1e-5f);
         std::memcpy(&bytes[off + f], &h, 2);
       }
+      if (t == DType::MXFP4) bytes[off] = e8m0_field_value(rng);
     }
     // Row 0 every bit set, row 1 none (past the scale fields): the extremes of every field.
     for (size_t off = 0; off < rb; off += bb) {
@@ -162,6 +168,7 @@ TEST(IsaKernels, BlockTypesOnRandomBitsMatchScalarPathAtEveryLevel) {
         std::memcpy(&bytes[off + f], &keep[f], 2);
         std::memcpy(&bytes[rb + off + f], &keep[f], 2);
       }
+      if (t == DType::MXFP4) bytes[off] = bytes[rb + off] = keep[0];
     }
     const WeightView w{t, bytes.data(), rows, cols};
     std::vector<float> deq(static_cast<size_t>(rows * cols));

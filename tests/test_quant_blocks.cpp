@@ -33,12 +33,12 @@ TEST(QuantTypes, NamesIdsAndSizesFollowGgml) {
     int64_t block;
     size_t bytes;
   };
-  const Row rows[] = {{DType::Q4_0, "q4_0", 2, 32, 18},       {DType::Q4_1, "q4_1", 3, 32, 20},
-                      {DType::Q5_0, "q5_0", 6, 32, 22},       {DType::Q5_1, "q5_1", 7, 32, 24},
-                      {DType::Q2_K, "q2_k", 10, 256, 84},     {DType::Q3_K, "q3_k", 11, 256, 110},
-                      {DType::Q4_K, "q4_k", 12, 256, 144},    {DType::Q5_K, "q5_k", 13, 256, 176},
-                      {DType::Q6_K, "q6_k", 14, 256, 210},    {DType::IQ4_NL, "iq4_nl", 20, 32, 18},
-                      {DType::IQ4_XS, "iq4_xs", 23, 256, 136}};
+  const Row rows[] = {{DType::Q4_0, "q4_0", 2, 32, 18},        {DType::Q4_1, "q4_1", 3, 32, 20},
+                      {DType::Q5_0, "q5_0", 6, 32, 22},        {DType::Q5_1, "q5_1", 7, 32, 24},
+                      {DType::Q2_K, "q2_k", 10, 256, 84},      {DType::Q3_K, "q3_k", 11, 256, 110},
+                      {DType::Q4_K, "q4_k", 12, 256, 144},     {DType::Q5_K, "q5_k", 13, 256, 176},
+                      {DType::Q6_K, "q6_k", 14, 256, 210},     {DType::IQ4_NL, "iq4_nl", 20, 32, 18},
+                      {DType::IQ4_XS, "iq4_xs", 23, 256, 136}, {DType::MXFP4, "mxfp4", 39, 32, 17}};
   for (const Row& r : rows) {
     EXPECT_STREQ(dtype_name(r.t), r.name);
     EXPECT_EQ(dtype_from_name(r.name), r.t);
@@ -51,6 +51,7 @@ TEST(QuantTypes, NamesIdsAndSizesFollowGgml) {
   EXPECT_DOUBLE_EQ(dtype_bits_per_weight(DType::Q6_K), 6.5625);
   EXPECT_DOUBLE_EQ(dtype_bits_per_weight(DType::IQ4_NL), 4.5);
   EXPECT_DOUBLE_EQ(dtype_bits_per_weight(DType::IQ4_XS), 4.25);
+  EXPECT_DOUBLE_EQ(dtype_bits_per_weight(DType::MXFP4), 4.25);
 }
 
 TEST(QuantTypes, RowLengthThatIsNotWholeBlocksIsAClearError) {

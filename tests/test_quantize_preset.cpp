@@ -30,7 +30,9 @@ DType type_of(const char* preset, const std::string& name, int64_t row = 2048, i
 std::string blk(int i, const char* what) { return "blk." + std::to_string(i) + "." + what; }
 
 TEST(QuantizePreset, NamesAndFileTypes) {
-  EXPECT_EQ(quant_presets().size(), 15u);
+  EXPECT_EQ(quant_presets().size(), 17u);
+  EXPECT_EQ(quant_preset_from_name("MXFP4_MOE").llama_ftype, 38u);  // LLAMA_FTYPE_MOSTLY_MXFP4_MOE
+  EXPECT_EQ(quant_preset_from_name("mxfp4").base, DType::MXFP4);
   EXPECT_EQ(quant_preset_from_name("IQ4_XS").llama_ftype, 30u);
   EXPECT_EQ(quant_preset_from_name("iq4_nl").llama_ftype, 25u);
   EXPECT_EQ(quant_preset_from_name("Q4_K_M").llama_ftype, 15u);
@@ -135,6 +137,24 @@ TEST(QuantizePreset, RowsThatAreNotWholeBlocksFallBack) {
   EXPECT_TRUE(c.fallback);
   EXPECT_EQ(type_of("q4_0", blk(1, "attn_q.weight"), 100), DType::F16);
   EXPECT_FALSE(choose_tensor_type(q4km, role("blk.1.attn_q.weight", 256)).fallback);
+}
+
+// llama.cpp's MXFP4_MOE: expert stacks (3-D, ne2 > 1) mxfp4, every other matrix q8_0 (the output
+// too); kvslim's mxfp4: every matrix mxfp4 but the output, q8_0.
+TEST(QuantizePreset, Mxfp4Presets) {
+  const auto& moe = quant_preset_from_name("mxfp4_moe");
+  TensorRole expert = role(blk(3, "ffn_up_exps.weight"), 2048);
+  expert.expert = true;
+  EXPECT_EQ(choose_tensor_type(moe, expert).type, DType::MXFP4);
+  EXPECT_EQ(type_of("mxfp4_moe", blk(3, "ffn_gate_inp.weight")), DType::Q8_0);
+  EXPECT_EQ(type_of("mxfp4_moe", blk(3, "attn_v.weight")), DType::Q8_0);
+  EXPECT_EQ(type_of("mxfp4_moe", "token_embd.weight"), DType::Q8_0);
+  EXPECT_EQ(type_of("mxfp4_moe", "output.weight"), DType::Q8_0);
+  for (const char* name : {"token_embd.weight", "blk.0.attn_v.weight", "blk.0.ffn_down.weight", "blk.7.attn_q.weight"})
+    EXPECT_EQ(type_of("mxfp4", name), DType::MXFP4) << name;
+  EXPECT_EQ(type_of("mxfp4", "output.weight"), DType::Q8_0);
+  EXPECT_EQ(type_of("mxfp4", "token_embd.weight", 2048, 16, 4, false), DType::Q8_0);  // tied: it is the output
+  EXPECT_EQ(type_of("mxfp4", blk(0, "attn_q.weight"), 48), DType::F16);               // rows not whole 32-value blocks
 }
 
 }  // namespace

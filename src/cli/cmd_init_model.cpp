@@ -34,7 +34,8 @@ void add_init_model_command(CLI::App& app) {
   cmd->add_option("--ffn", c.ffn_dim, "feed-forward size")->capture_default_str();
   cmd->add_option("--vocab-from", opt->vocab, "GGUF whose tokenizer is copied (default: a built-in byte vocabulary)");
   cmd->add_option("--type", opt->type,
-                  "matrix type: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k or q6_k")
+                  "matrix type: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k, iq4_nl, "
+                  "iq4_xs or mxfp4")
       ->capture_default_str();
   cmd->add_option("--ctx", c.context_length, "context length stored in the metadata")->capture_default_str();
   cmd->add_option("--rope-base", c.rope_base, "RoPE frequency base")->capture_default_str();

@@ -120,9 +120,11 @@ QuantizeSummary quantize_file(const std::string& in_path, const std::string& out
       role.gqa = int(n_heads / n_kv_heads);
       role.model_has_output = has_output;
       role.row_length = int64_t(t.dims[0]);
+      role.expert = t.dims.size() >= 3 && t.dims[2] > 1;
       plan.choice = choose_tensor_type(preset, role);
-      // A tensor already in the chosen type is copied (as llama-quantize does).
-      plan.quantize = ggml_type_id(plan.choice.type) != t.type;
+      // A tensor already in the chosen type is copied (as llama-quantize does), and so is an
+      // mxfp4 one whatever the preset asks (see quantize_preset.h).
+      plan.quantize = ggml_type_id(plan.choice.type) != t.type && t.type != ggml_type_id(DType::MXFP4);
       if (plan.quantize && !is_plain_float(t.type)) {
         const DType from = dtype_from_ggml(t.type);  // throws, naming a type kvslim cannot read
         if (!options.allow_requantize) {

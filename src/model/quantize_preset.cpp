@@ -32,10 +32,12 @@ DType preset_type(const QuantPresetInfo& preset, const TensorRole& role) {
   const QuantPreset p = preset.preset;
   const std::string& name = role.name;
   const bool is_output = name == "output.weight" || (!role.model_has_output && name == "token_embd.weight");
+  const bool mxfp4 = p == QuantPreset::MXFP4_MOE || p == QuantPreset::MXFP4;
   if (is_output) {
-    if (!fits(preset.base, role.row_length)) return DType::Q8_0;
+    if (mxfp4 || !fits(preset.base, role.row_length)) return DType::Q8_0;
     return preset.base == DType::Q8_0 ? DType::Q8_0 : DType::Q6_K;
   }
+  if (p == QuantPreset::MXFP4_MOE) return role.expert ? DType::MXFP4 : DType::Q8_0;
   if (name == "token_embd.weight") return preset.base;
   const int i = role.layer < 0 ? 0 : role.layer;
   const int n = role.n_layers;
@@ -81,7 +83,8 @@ const std::vector<QuantPresetInfo>& quant_presets() {
       {QuantPreset::Q4_K_S, "q4_k_s", DType::Q4_K, 14},   {QuantPreset::Q4_K_M, "q4_k_m", DType::Q4_K, 15},
       {QuantPreset::Q5_K_S, "q5_k_s", DType::Q5_K, 16},   {QuantPreset::Q5_K_M, "q5_k_m", DType::Q5_K, 17},
       {QuantPreset::Q6_K, "q6_k", DType::Q6_K, 18},       {QuantPreset::IQ4_NL, "iq4_nl", DType::IQ4_NL, 25},
-      {QuantPreset::IQ4_XS, "iq4_xs", DType::IQ4_XS, 30},
+      {QuantPreset::IQ4_XS, "iq4_xs", DType::IQ4_XS, 30}, {QuantPreset::MXFP4_MOE, "mxfp4_moe", DType::MXFP4, 38},
+      {QuantPreset::MXFP4, "mxfp4", DType::MXFP4, 38},
   };
   return presets;
 }

@@ -23,7 +23,15 @@
 //   q6_k    q6_k   q6_k              -                        -                        -
 //   iq4_nl  iq4_nl q6_k              q5_k if gqa >= 4         q5_k if i < n/8          -
 //   iq4_xs  iq4_xs q6_k              q5_k if gqa >= 4         q5_k if i < n/8          -
+//   mxfp4_moe  expert tensors (3-D, ne2 > 1) mxfp4, every other matrix q8_0, output q8_0
+//              (llama.cpp's MXFP4_MOE, file type 38)
+//   mxfp4   mxfp4  q8_0              -                        -                        -
+//           (kvslim's own: every matrix mxfp4 but the output, e.g. to measure mxfp4 on a dense
+//           model; written with file type 38 too, which llama.cpp reads as "MXFP4 MoE")
 //   ("-": the base type.)
+// A tensor already stored as mxfp4 is always copied as it is, whatever the preset (mxfp4 is a
+// training-time format: gpt-oss ships its experts in it, and requantizing would only lose).
+
 //   (*) output.weight, or token_embd.weight when the model has no output.weight (tied
 //   embeddings): q8_0 when its rows are not whole blocks of the base type. token_embd.weight of
 //   an untied model gets the base type like every other matrix.
@@ -61,7 +69,9 @@ enum class QuantPreset {
   Q5_K_M,
   Q6_K,
   IQ4_NL,
-  IQ4_XS
+  IQ4_XS,
+  MXFP4_MOE,
+  MXFP4
 };
 
 struct QuantPresetInfo {
@@ -83,6 +93,7 @@ struct TensorRole {
   int gqa = 1;  // head_count / head_count_kv
   bool model_has_output = true;
   int64_t row_length = 0;  // ne0
+  bool expert = false;     // a stack of expert matrices (3-D, ne2 > 1)
 };
 
 struct TensorTypeChoice {

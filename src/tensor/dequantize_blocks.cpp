@@ -1,4 +1,4 @@
-// Dequantisation of the block types q4_0 .. q6_k, iq4_nl and iq4_xs to f32, exactly per the layouts in
+// Dequantisation of the block types q4_0 .. q6_k, iq4_nl, iq4_xs and mxfp4 to f32, exactly per the layouts in
 // quant_blocks.h (value = scale * q [- min], computed in f32 as ggml does).
 #include <cstring>
 
@@ -142,23 +142,28 @@ void dequant_q6_k(const BlockQ6_K* x, float* y, int64_t nb) {
   }
 }
 
-// iq4_nl and each 32-value sub-block of iq4_xs: scale * level of each nibble.
-void dequant_iq4_32(const uint8_t* qs, float scale, float* y) {
+// iq4_nl, each 32-value sub-block of iq4_xs and mxfp4: scale * level of each nibble, from the
+// type's level table.
+void dequant_table_32(const int8_t* levels, const uint8_t* qs, float scale, float* y) {
   for (int j = 0; j < 16; ++j) {
-    y[j] = scale * static_cast<float>(kIQ4Levels[qs[j] & 0xF]);
-    y[j + 16] = scale * static_cast<float>(kIQ4Levels[qs[j] >> 4]);
+    y[j] = scale * static_cast<float>(levels[qs[j] & 0xF]);
+    y[j + 16] = scale * static_cast<float>(levels[qs[j] >> 4]);
   }
 }
 
 void dequant_iq4_nl(const BlockIQ4_NL* x, float* y, int64_t nb) {
-  for (int64_t b = 0; b < nb; ++b, y += kQ4Block) dequant_iq4_32(x[b].qs, fp16_to_fp32(x[b].d), y);
+  for (int64_t b = 0; b < nb; ++b, y += kQ4Block) dequant_table_32(kIQ4Levels, x[b].qs, fp16_to_fp32(x[b].d), y);
+}
+
+void dequant_mxfp4(const BlockMXFP4* x, float* y, int64_t nb) {
+  for (int64_t b = 0; b < nb; ++b, y += kQ4Block) dequant_table_32(kMXFP4Levels, x[b].qs, e8m0_to_fp32_half(x[b].e), y);
 }
 
 void dequant_iq4_xs(const BlockIQ4_XS* x, float* y, int64_t nb) {
   for (int64_t b = 0; b < nb; ++b) {
     const float d = fp16_to_fp32(x[b].d);
     for (int j = 0; j < 8; ++j, y += 32)
-      dequant_iq4_32(x[b].qs + 16 * j, d * static_cast<float>(iq4xs_scale(x[b], j)), y);
+      dequant_table_32(kIQ4Levels, x[b].qs + 16 * j, d * static_cast<float>(iq4xs_scale(x[b], j)), y);
   }
 }
 
@@ -178,6 +183,7 @@ void dequantize_row_blocks(DType type, const void* x, float* y, int64_t n) {
     case DType::Q6_K: dequant_q6_k(static_cast<const BlockQ6_K*>(x), y, nb); return;
     case DType::IQ4_NL: dequant_iq4_nl(static_cast<const BlockIQ4_NL*>(x), y, nb); return;
     case DType::IQ4_XS: dequant_iq4_xs(static_cast<const BlockIQ4_XS*>(x), y, nb); return;
+    case DType::MXFP4: dequant_mxfp4(static_cast<const BlockMXFP4*>(x), y, nb); return;
     default: break;
   }
   fail("dequantize_row_blocks: {} is not a block type", dtype_name(type));

@@ -24,10 +24,12 @@ inline float u2f(uint32_t u) {
 
 const char* ggml_type_label(uint32_t id) {
   static const char* const kNames[] = {
-      "f32",     "f16",   "q4_0",   "q4_1",  "q4_2(removed)", "q4_3(removed)", "q5_0",     "q5_1",    "q8_0",
-      "q8_1",    "q2_k",  "q3_k",   "q4_k",  "q5_k",          "q6_k",          "q8_k",     "iq2_xxs", "iq2_xs",
-      "iq3_xxs", "iq1_s", "iq4_nl", "iq3_s", "iq2_s",         "iq4_xs",        "i8",       "i16",     "i32",
-      "i64",     "f64",   "iq1_m",  "bf16",  "q4_0_4_4",      "q4_0_4_8",      "q4_0_8_8", "tq1_0",   "tq2_0"};
+      "f32",   "f16",        "q4_0",       "q4_1",       "q4_2(removed)", "q4_3(removed)", "q5_0",
+      "q5_1",  "q8_0",       "q8_1",       "q2_k",       "q3_k",          "q4_k",          "q5_k",
+      "q6_k",  "q8_k",       "iq2_xxs",    "iq2_xs",     "iq3_xxs",       "iq1_s",         "iq4_nl",
+      "iq3_s", "iq2_s",      "iq4_xs",     "i8",         "i16",           "i32",           "i64",
+      "f64",   "iq1_m",      "bf16",       "q4_0_4_4",   "q4_0_4_8",      "q4_0_8_8",      "tq1_0",
+      "tq2_0", "iq4_nl_4_4", "iq4_nl_4_8", "iq4_nl_8_8", "mxfp4",         "nvfp4"};
   return id < sizeof(kNames) / sizeof(kNames[0]) ? kNames[id] : "unknown";
 }
 
@@ -59,6 +61,7 @@ constexpr TypeInfo kTypes[] = {
     {DType::Q6_K, 14, "q6_k", kQK, sizeof(BlockQ6_K)},
     {DType::IQ4_NL, 20, "iq4_nl", kQ4Block, sizeof(BlockIQ4_NL)},
     {DType::IQ4_XS, 23, "iq4_xs", kQK, sizeof(BlockIQ4_XS)},
+    {DType::MXFP4, 39, "mxfp4", kQ4Block, sizeof(BlockMXFP4)},
 };
 static_assert(sizeof(kTypes) / sizeof(kTypes[0]) == sizeof(kAllDTypes) / sizeof(kAllDTypes[0]));
 
@@ -76,7 +79,7 @@ DType dtype_from_ggml(uint32_t type_id) {
   }
   fail(
       "unsupported ggml tensor type {} (id {}); kvslim computes with f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, "
-      "q5_1, q2_k, q3_k, q4_k, q5_k and q6_k",
+      "q5_1, q2_k, q3_k, q4_k, q5_k, q6_k, iq4_nl, iq4_xs and mxfp4",
       ggml_type_label(type_id), type_id);
 }
 
@@ -93,7 +96,10 @@ DType dtype_from_name(const char* name) {
   for (const TypeInfo& t : kTypes) {
     if (n == t.name) return t.type;
   }
-  fail("unknown dtype '{}' (expected f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k or q6_k)", n);
+  fail(
+      "unknown dtype '{}' (expected f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k, "
+      "iq4_nl, iq4_xs or mxfp4)",
+      n);
 }
 
 int64_t dtype_block_size(DType type) { return info(type).block_size; }

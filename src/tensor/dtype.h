@@ -9,7 +9,8 @@
 
 namespace kvslim {
 
-// Q4_0 .. Q6_K, IQ4_NL and IQ4_XS are ggml's block-quantised weight types (layouts in tensor/quant_blocks.h).
+// Q4_0 .. Q6_K, IQ4_NL, IQ4_XS and MXFP4 are ggml's block-quantised weight types (layouts in
+// tensor/quant_blocks.h).
 enum class DType : uint8_t {
   F32,
   F16,
@@ -25,22 +26,23 @@ enum class DType : uint8_t {
   Q5_K,
   Q6_K,
   IQ4_NL,
-  IQ4_XS
+  IQ4_XS,
+  MXFP4
 };
 
 // Every DType, in enum order (for tables, tests and name lookups).
-inline constexpr DType kAllDTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q8_0,   DType::Q4_0,
-                                       DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q2_K,   DType::Q3_K,
-                                       DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS};
+inline constexpr DType kAllDTypes[] = {DType::F32,  DType::F16,    DType::BF16,   DType::Q8_0, DType::Q4_0, DType::Q4_1,
+                                       DType::Q5_0, DType::Q5_1,   DType::Q2_K,   DType::Q3_K, DType::Q4_K, DType::Q5_K,
+                                       DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS, DType::MXFP4};
 
 // ggml type id <-> DType; dtype_from_ggml throws kvslim::Error naming unsupported types.
 DType dtype_from_ggml(uint32_t type_id);
 uint32_t ggml_type_id(DType type);
-const char* dtype_name(DType type);       // "f32", "f16", "bf16", "q8_0", "q4_0", ..., "q6_k", "iq4_nl", "iq4_xs"
+const char* dtype_name(DType type);  // "f32", "f16", "bf16", "q8_0", "q4_0", ..., "q6_k", "iq4_nl", "iq4_xs", "mxfp4"
 DType dtype_from_name(const char* name);  // inverse of dtype_name; throws on unknown names
 
-// Values per block (1 for f32/f16/bf16, 32 for q8_0, the legacy types and iq4_nl, 256 for K-quants and iq4_xs) and
-// bytes per block. A row must hold whole blocks.
+// Values per block (1 for f32/f16/bf16, 32 for q8_0, the legacy types, iq4_nl and mxfp4, 256 for K-quants and iq4_xs)
+// and bytes per block. A row must hold whole blocks.
 int64_t dtype_block_size(DType type);
 size_t dtype_block_bytes(DType type);
 inline bool dtype_is_quantized(DType type) { return dtype_block_size(type) > 1; }

@@ -20,7 +20,7 @@ uint16_t fp32_to_fp16_portable(float f);
 void quantize_row_q8_0(const float* x, BlockQ8_0* y, int64_t n);
 void dequantize_row_q8_0(const BlockQ8_0* x, float* y, int64_t n);
 
-// The block types q4_0 .. q6_k, iq4_nl, iq4_xs (n a multiple of the type's block size): ggml's reference
+// The block types q4_0 .. q6_k, iq4_nl, iq4_xs, mxfp4 (n a multiple of the type's block size): ggml's reference
 // quantisers without importance matrix (quantize_blocks.cpp, quantize_k.cpp, quantize_iq4.cpp) and the exact
 // dequantisation (dequantize_blocks.cpp).
 void quantize_row_blocks(DType type, const float* x, void* y, int64_t n);
@@ -34,6 +34,8 @@ void quantize_row_q6_k(const float* x, BlockQ6_K* y, int64_t nb);
 // The iq4 quantisers, `nb` blocks of 32 (iq4_nl) or 256 (iq4_xs) values (quantize_iq4.cpp).
 void quantize_row_iq4_nl(const float* x, BlockIQ4_NL* y, int64_t nb);
 void quantize_row_iq4_xs(const float* x, BlockIQ4_XS* y, int64_t nb);
+// The mxfp4 quantiser, `nb` blocks of 32 values (quantize_mxfp4.cpp).
+void quantize_row_mxfp4(const float* x, BlockMXFP4* y, int64_t nb);
 
 // A 64-byte aligned buffer that grows on demand and is never shrunk; used thread-locally so that
 // hot kernels allocate only on their first call.

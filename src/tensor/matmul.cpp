@@ -507,7 +507,8 @@ bool has_int8_gemm(DType type) {
     case DType::Q4_K:
     case DType::Q5_K:
     case DType::IQ4_NL:
-    case DType::IQ4_XS: return true;
+    case DType::IQ4_XS:
+    case DType::MXFP4: return true;
     default: return false;
   }
 }

@@ -1,13 +1,14 @@
-// Int8 GEMM for q8_0 weights, the legacy 32-blocks q4_0, q4_1, q5_0, q5_1 and the K-quants with
-// 32-value sub-blocks q4_K, q5_K (AVX-512 VNNI), and the dispatch between it and the AMX-INT8
-// kernel of matmul_q8_amx.cpp (same int8 values from the shared helpers below, same bits out).
-// At the AVX2 level (no VNNI) matmul_q8 runs the maddubs kernel of matmul_q8_avx2.cpp instead,
-// on the same helpers' values, again with the same bits out; on aarch64 (dotprod, i8mm) the
-// NEON kernels of matmul_q8_neon.cpp, on NEON bodies of the helpers that give the same values.
+// Int8 GEMM for q8_0 weights, the legacy 32-blocks q4_0, q4_1, q5_0, q5_1, the K-quants with
+// 32-value sub-blocks q4_K, q5_K and the table types iq4_nl, iq4_xs, mxfp4 (AVX-512 VNNI), and the dispatch between it
+// and the AMX-INT8 kernel of matmul_q8_amx.cpp (same int8 values from the shared helpers below, same bits out). At the
+// AVX2 level (no VNNI) matmul_q8 runs the maddubs kernel of matmul_q8_avx2.cpp instead, on the same helpers' values,
+// again with the same bits out; on aarch64 (dotprod, i8mm) the NEON kernels of matmul_q8_neon.cpp, on NEON bodies of
+// the helpers that give the same values.
 //
 // The other types are unpacked while packing a weight panel into the same int8 form, exactly:
 // q4_0 / q5_0 as q - 8 / q - 16 with scale d; q4_1 / q5_1 as q with scale d plus a per-block
-// min m; q4_K / q5_K per sub-block as q with scale d * sc_j and min -dmin * m_j. Mins are
+// min m; q4_K / q5_K per sub-block as q with scale d * sc_j and min -dmin * m_j; iq4_nl, iq4_xs
+// and mxfp4 as their table's int8 level with the block's scale (mxfp4: the halved E8M0 scale). Mins are
 // applied as min * d_x * sum(x_q) (the activation sum is known from the correction term).
 //
 // X is quantised per token in blocks of 32 (float scale d = amax/127, q = round(x/d)) and
@@ -73,8 +74,19 @@ KSubBlock k_sub_block(DType type, const uint8_t* row, int64_t b) {
   return k;
 }
 
-// Block `b` of an iq4_nl / iq4_xs row: the 16 bytes of its nibbles, and its scale.
-const uint8_t* iq4_block(DType type, const uint8_t* row, int64_t b, float& scale) {
+// The types whose nibbles index a 16-entry int8 level table: iq4_nl, iq4_xs and mxfp4.
+bool is_table4(DType type) { return type == DType::IQ4_NL || type == DType::IQ4_XS || type == DType::MXFP4; }
+
+// Block `b` of an iq4_nl / iq4_xs / mxfp4 row: the 16 bytes of its nibbles, its scale and the
+// type's level table.
+const uint8_t* table4_block(DType type, const uint8_t* row, int64_t b, float& scale, const int8_t*& levels) {
+  if (type == DType::MXFP4) {
+    const uint8_t* blk = row + b * dtype_block_bytes(type);
+    scale = e8m0_to_fp32_half(blk[0]);
+    levels = kMXFP4Levels;
+    return blk + 1;
+  }
+  levels = kIQ4Levels;
   const bool xs = type == DType::IQ4_XS;
   const uint8_t* blk = row + (xs ? b / 8 : b) * dtype_block_bytes(type);
   const int j = static_cast<int>(b % 8);
@@ -144,10 +156,12 @@ void unpack_int8_block(DType type, const uint8_t* row, int64_t b, int8_t* q, flo
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(q), v);
     return;
   }
-  if (type == DType::IQ4_NL || type == DType::IQ4_XS) {
-    // The nibbles of one 32-value (sub-)block looked up in the level table: int8 levels -127..113.
-    const uint8_t* nibbles = iq4_block(type, row, b, scale);
-    const __m128i table = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIQ4Levels));
+  if (is_table4(type)) {
+    // The nibbles of one 32-value (sub-)block looked up in the level table: int8 levels -127..113
+    // (iq4), -12..12 (mxfp4).
+    const int8_t* levels;
+    const uint8_t* nibbles = table4_block(type, row, b, scale, levels);
+    const __m128i table = _mm_loadu_si128(reinterpret_cast<const __m128i*>(levels));
     const __m128i nib = _mm_set1_epi8(0x0F);
     const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(nibbles));
     _mm_storeu_si128(reinterpret_cast<__m128i*>(q), _mm_shuffle_epi8(table, _mm_and_si128(bytes, nib)));
@@ -244,10 +258,12 @@ void unpack_int8_block(DType type, const uint8_t* row, int64_t b, int8_t* q, flo
     vst1q_s8(q + 16, vreinterpretq_s8_u8(v1));
     return;
   }
-  if (type == DType::IQ4_NL || type == DType::IQ4_XS) {
-    // The nibbles of one 32-value (sub-)block looked up in the level table: int8 levels -127..113.
-    const uint8_t* nibbles = iq4_block(type, row, b, scale);
-    const int8x16_t table = vld1q_s8(kIQ4Levels);
+  if (is_table4(type)) {
+    // The nibbles of one 32-value (sub-)block looked up in the level table: int8 levels -127..113
+    // (iq4), -12..12 (mxfp4).
+    const int8_t* levels;
+    const uint8_t* nibbles = table4_block(type, row, b, scale, levels);
+    const int8x16_t table = vld1q_s8(levels);
     const uint8x16_t bytes = vld1q_u8(nibbles);
     vst1q_s8(q, vqtbl1q_s8(table, vandq_u8(bytes, nib)));
     vst1q_s8(q + 16, vqtbl1q_s8(table, vshrq_n_u8(bytes, 4)));

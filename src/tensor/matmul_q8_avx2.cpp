@@ -10,6 +10,7 @@
 //     (0..31), q4_1 / q4_K / q5_1 / q5_K u = q (their levels; the min is applied separately),
 //     q8_0 and the iq4 types' table levels u = q + 128 (0..255) split into two 4-bit planes
 //     u = lo + 16 * hi.
+//     mxfp4's table levels -12..12 go in as u = q + 12 (0..24), 5 bits as q5_0's.
 //   - the activations are |x_q| <= 127 (d = amax / 127, q = round(x / d)), so one pair of
 //     products is at most 2 * 15 * 127 = 3810 for 4-bit levels and 2 * 31 * 127 = 7874 for
 //     5-bit ones. int16 sums of 8 maddubs results (4-bit: 30480) or 4 (5-bit: 31496) cannot
@@ -80,7 +81,8 @@ int level_offset(DType type) {
     case DType::IQ4_XS: return 128;
     case DType::Q4_0: return 8;
     case DType::Q5_0: return 16;
-    default: return 0;  // q4_1, q5_1, q4_K, q5_K: q is the level
+    case DType::MXFP4: return 12;  // table levels -12..12: u = 0..24, 5 bits as q5_0's
+    default: return 0;             // q4_1, q5_1, q4_K, q5_K: q is the level
   }
 }
 
@@ -291,7 +293,8 @@ void matmul_q8_avx2(const WeightView& w, const float* x, int64_t n, float* y, Th
     case DType::Q4_0: return gemm<Tile<4, 2, 1, 8, false>>(w, x, n, y, pool);
     case DType::Q4_1:
     case DType::Q4_K: return gemm<Tile<4, 2, 1, 8, true>>(w, x, n, y, pool);
-    case DType::Q5_0: return gemm<Tile<4, 2, 1, 4, false>>(w, x, n, y, pool);
+    case DType::Q5_0:
+    case DType::MXFP4: return gemm<Tile<4, 2, 1, 4, false>>(w, x, n, y, pool);
     case DType::Q5_1:
     case DType::Q5_K: return gemm<Tile<4, 2, 1, 4, true>>(w, x, n, y, pool);
     default: fail("matmul_q8: {} weights have no int8 GEMM", dtype_name(w.type));

@@ -338,7 +338,8 @@ void matmul_q8_neon(const WeightView& w, const float* x, int64_t n, float* y, Th
     case DType::Q4_K:
     case DType::Q5_K:
     case DType::IQ4_NL:
-    case DType::IQ4_XS: break;
+    case DType::IQ4_XS:
+    case DType::MXFP4: break;
     default: fail("matmul_q8: {} weights have no int8 GEMM", dtype_name(w.type));
   }
 #if defined(KVSLIM_HAS_NEON_I8MM)

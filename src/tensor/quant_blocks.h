@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 
 namespace kvslim {
 
@@ -155,6 +156,28 @@ static_assert(sizeof(BlockIQ4_XS) == 136);
 inline int iq4xs_scale(const BlockIQ4_XS& b, int j) {
   const int low = (b.scales_l[j / 2] >> (4 * (j % 2))) & 0xF;
   return (low | (((b.scales_h >> (2 * j)) & 3) << 4)) - 32;
+}
+
+// mxfp4 (OCP microscaling FP4, gpt-oss's expert weights), 4.25 bits per weight. One E8M0 byte e
+// (a bare power of two, 2^(e - 127): no sign, no mantissa) then 16 bytes of 4-bit e2m1 codes laid
+// out as q4_0's nibbles. The e2m1 values 0, 0.5, 1, 1.5, 2, 3, 4, 6 (codes 0-7) and their
+// negatives (codes 8-15, sign bit 3) are stored doubled as the int8 table kMXFP4Levels, so value
+// i = 2^(e - 128) * kMXFP4Levels[q_i]: the block scale halved (ggml's convention), and the kernels
+// treat mxfp4 as iq4_nl with another table and scale.
+inline constexpr int8_t kMXFP4Levels[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+struct BlockMXFP4 {
+  uint8_t e;
+  uint8_t qs[16];
+};
+static_assert(sizeof(BlockMXFP4) == 17);
+// 2^(e - 128), the halved scale of an mxfp4 block, exactly: e = 0 and 1 give the f32 subnormals
+// 2^-128 and 2^-127, e >= 2 the normal number with biased exponent e - 1. (e = 255, NaN in the
+// OCP format, reads as 2^127 here as in ggml.)
+inline float e8m0_to_fp32_half(uint8_t e) {
+  const uint32_t bits = e < 2 ? (0x00200000u << e) : (static_cast<uint32_t>(e - 1) << 23);
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
 }
 
 // q8_K, the activation type of the K-quant dot products (never stored in model files):

@@ -69,6 +69,12 @@ float dot_legacy(DType type, const uint8_t* row, const QuantActivations& xa) {
         acc += fp16_to_fp32(blk.d) * dx * static_cast<float>(s);
         break;
       }
+      case DType::MXFP4: {  // likewise, with the e2m1 table and the halved power-of-two scale
+        const auto& blk = reinterpret_cast<const BlockMXFP4*>(row)[b];
+        const int32_t s = block_dot(xq, [&](int i) { return int{kMXFP4Levels[nibble(blk.qs, i)]}; });
+        acc += e8m0_to_fp32_half(blk.e) * dx * static_cast<float>(s);
+        break;
+      }
       default: fail("dot_legacy: {} is not a 32-value block type", dtype_name(type));
     }
   }

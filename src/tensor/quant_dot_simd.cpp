@@ -9,7 +9,7 @@
 //     integer scale and summed into int32 with madd (on both paths, see dot_scaled) — the whole
 //     super-block stays in exact integers until one f32 multiply by d_w * d_x; mins / offsets
 //     come from the q8_K per-16 sums with one madd per super-block.
-//   - iq4_nl / iq4_xs: the nibbles index the signed level table with one byte shuffle; since
+//   - iq4_nl / iq4_xs / mxfp4: the nibbles index the signed level table with one byte shuffle; since
 //     maddubs multiplies unsigned by signed bytes, the levels' magnitudes are multiplied with
 //     the activations carrying the levels' signs (pairs at most 2 * 127 * 127, exact).
 // The VNNI path uses the 256-bit EVEX vpdpbusd, which fuses the multiply and the accumulation.
@@ -78,10 +78,12 @@ inline __m256i fifth_bits(const uint8_t* qh4) {
   return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit), _mm256_set1_epi8(0x10));
 }
 
-// The 16 iq4 levels in both 128-bit lanes (the table of a byte shuffle).
-inline __m256i iq4_levels() {
-  return _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIQ4Levels)));
+// A 16-entry int8 level table (kIQ4Levels, kMXFP4Levels) in both 128-bit lanes (the table of a
+// byte shuffle).
+inline __m256i table_levels(const int8_t* levels) {
+  return _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(levels)));
 }
+inline __m256i iq4_levels() { return table_levels(kIQ4Levels); }
 
 // `type` is a template argument so that each type's loop is compiled without the switch.
 template <bool kVnni, DType type>
@@ -94,9 +96,15 @@ float dot_legacy(const uint8_t* row, const QuantActivations& xa, size_t pf) {
     const uint8_t* blk = row + b * bb;
     if ((b & 1) == 0) _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(blk) + pf), _MM_HINT_T0);
     __m256i x = load32(xa.q + b * kQ4Block);
-    uint16_t dh;
-    std::memcpy(&dh, blk, 2);
-    const float dd = h2f(dh) * xa.d[b];
+    // mxfp4 starts with its E8M0 byte, every other type with its fp16 scale.
+    float dd;
+    if constexpr (type == DType::MXFP4) {
+      dd = e8m0_to_fp32_half(blk[0]) * xa.d[b];
+    } else {
+      uint16_t dh;
+      std::memcpy(&dh, blk, 2);
+      dd = h2f(dh) * xa.d[b];
+    }
     // The symmetric types' offset (-8 or -16) starts each lane's int32 sum: -offset * (sum of
     // the lane's 4 activations) = lane_corr (-128 * that sum) shifted right by 4 or 3, exactly.
     __m256i w, init = _mm256_setzero_si256();
@@ -116,8 +124,11 @@ float dot_legacy(const uint8_t* row, const QuantActivations& xa, size_t pf) {
         w = _mm256_or_si256(nibbles32(blk + 6), fifth_bits(blk + 2));
         init = _mm256_srai_epi32(load32(xa.lane_corr + b * 8), 3);
         break;
-      case DType::IQ4_NL: {
-        const __m256i v = _mm256_shuffle_epi8(iq4_levels(), nibbles32(blk + 2));
+      case DType::IQ4_NL:
+      case DType::MXFP4: {  // the same table step, each type with its table
+        const bool mx = type == DType::MXFP4;
+        const __m256i v =
+            _mm256_shuffle_epi8(table_levels(mx ? kMXFP4Levels : kIQ4Levels), nibbles32(blk + (mx ? 1 : 2)));
         w = _mm256_abs_epi8(v);
         x = _mm256_sign_epi8(x, v);
         break;
@@ -439,6 +450,7 @@ void dot_rows(const WeightView& w, const QuantActivations& xa, int64_t r0, int64
     case DType::Q5_K: return rows(dot_k<kVnni, DType::Q5_K>);
     case DType::Q6_K: return rows(dot_k<kVnni, DType::Q6_K>);
     case DType::IQ4_NL: return rows(dot_legacy<kVnni, DType::IQ4_NL>);
+    case DType::MXFP4: return rows(dot_legacy<kVnni, DType::MXFP4>);
     case DType::IQ4_XS: return rows(dot_k<kVnni, DType::IQ4_XS>);
     default: fail("no integer dot product for {} weights", dtype_name(w.type));
   }
@@ -508,16 +520,26 @@ inline int32x4_t dot_iq4_32_neon(int8x16_t levels, const uint8_t* qs, const int8
   return dot32_neon(vdupq_n_s32(0), lo, hi, x);
 }
 
-float dot_iq4_nl_neon(const uint8_t* row, const QuantActivations& xa, size_t pf) {
+// iq4_nl and mxfp4: one table lookup per 32-value block, each type with its table and scale.
+template <DType type>
+float dot_table4_neon(const uint8_t* row, const QuantActivations& xa, size_t pf) {
+  constexpr bool kMx = type == DType::MXFP4;
+  using Block = std::conditional_t<kMx, BlockMXFP4, BlockIQ4_NL>;
   const int64_t nb = xa.n / kQ4Block;
-  const auto* blocks = reinterpret_cast<const BlockIQ4_NL*>(row);
-  const int8x16_t levels = vld1q_s8(kIQ4Levels);
+  const auto* blocks = reinterpret_cast<const Block*>(row);
+  const int8x16_t levels = vld1q_s8(kMx ? kMXFP4Levels : kIQ4Levels);
   float32x4_t acc[2] = {vdupq_n_f32(0), vdupq_n_f32(0)};
   for (int64_t b = 0; b < nb; ++b) {
     if ((b & 3) == 0)
       __builtin_prefetch(reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(blocks + b) + pf), 0, 3);
     const int32x4_t d = dot_iq4_32_neon(levels, blocks[b].qs, xa.q + b * kQ4Block);
-    acc[b & 1] = vfmaq_n_f32(acc[b & 1], vcvtq_f32_s32(d), fp16_to_fp32(blocks[b].d) * xa.d[b]);
+    float scale;
+    if constexpr (kMx) {
+      scale = e8m0_to_fp32_half(blocks[b].e);
+    } else {
+      scale = fp16_to_fp32(blocks[b].d);
+    }
+    acc[b & 1] = vfmaq_n_f32(acc[b & 1], vcvtq_f32_s32(d), scale * xa.d[b]);
   }
   return vaddvq_f32(vaddq_f32(acc[0], acc[1]));
 }
@@ -838,7 +860,10 @@ void quant_dot_rows_neon(const WeightView& w, const QuantActivations& xa, int64_
       for (int64_t r = r0; r < r1; ++r) y[r - r0] = dot_q6_k_neon(w.row(r), xa, pf);
       return;
     case DType::IQ4_NL:
-      for (int64_t r = r0; r < r1; ++r) y[r - r0] = dot_iq4_nl_neon(w.row(r), xa, pf);
+      for (int64_t r = r0; r < r1; ++r) y[r - r0] = dot_table4_neon<DType::IQ4_NL>(w.row(r), xa, pf);
+      return;
+    case DType::MXFP4:
+      for (int64_t r = r0; r < r1; ++r) y[r - r0] = dot_table4_neon<DType::MXFP4>(w.row(r), xa, pf);
       return;
     case DType::IQ4_XS:
       for (int64_t r = r0; r < r1; ++r) y[r - r0] = dot_iq4_xs_neon(w.row(r), xa, pf);

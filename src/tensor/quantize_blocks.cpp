@@ -111,6 +111,7 @@ void quantize_row_blocks(DType type, const float* x, void* y, int64_t n) {
     case DType::Q6_K: quantize_row_q6_k(x, static_cast<BlockQ6_K*>(y), nb); return;
     case DType::IQ4_NL: quantize_row_iq4_nl(x, static_cast<BlockIQ4_NL*>(y), nb); return;
     case DType::IQ4_XS: quantize_row_iq4_xs(x, static_cast<BlockIQ4_XS*>(y), nb); return;
+    case DType::MXFP4: quantize_row_mxfp4(x, static_cast<BlockMXFP4*>(y), nb); return;
     default: break;
   }
   fail("quantize_row_blocks: {} is not a block type", dtype_name(type));
