@@ -5,11 +5,13 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <vector>
 
 #include "kv/kv_cache.h"
 #include "model/lora.h"
 #include "model/model.h"
+#include "model/moe_ffn.h"
 #include "tensor/ops.h"
 #include "util/thread_pool.h"
 
@@ -47,6 +49,8 @@ class Forward {
                             bool all_logits, float* last_logits_out = nullptr);
   void attention_block(int layer, int n, int64_t pos0, KvCache& cache, ThreadPool& pool, const LoraAdapter* lora);
   void ffn_block(int layer, int n, ThreadPool& pool, const LoraAdapter* lora);
+  // gate/up, activation, down of a dense FFN: xn_ in, xn_ out.
+  void dense_ffn(int layer, int n, ThreadPool& pool, const LoraAdapter* lora);
 
   const Model& model_;
   int max_block_;
@@ -57,6 +61,8 @@ class Forward {
   // Activations, [max_block][width] each.
   std::vector<float> x_, xn_, q_, k_, v_, attn_, gate_, up_, logits_;
   AttentionOutputHook attention_output_hook_;
+  std::unique_ptr<MoeFfn> moe_;  // mixture-of-experts models: the FFN of every layer
+  std::vector<float> moe_out_;   // its output, [max_block][dim]
 };
 
 }  // namespace kvslim
