@@ -4,6 +4,7 @@
 #include <array>
 #include <cmath>
 
+#include "model/moe_ffn.h"
 #include "tensor/ops.h"
 #include "util/error.h"
 #include "util/op_profile.h"
@@ -98,6 +99,8 @@ Forward::Forward(const Model& model, int max_block, int64_t n_ctx) : model_(mode
     moe_out_.resize(b * c.dim);
   }
 }
+
+Forward::~Forward() = default;
 
 const float* Forward::run(const int32_t* tokens, int n, int64_t pos0, KvCache& cache, ThreadPool& pool, bool all_logits,
                           float* last_logits_out) {
@@ -205,9 +208,8 @@ void Forward::ffn_block(int layer, int n, ThreadPool& pool, const LoraAdapter* l
   }
   if (moe_) {
     // The router, the k experts per token and their weighted sum (model/moe_ffn.h).
-    if (lora) fail("LoRA adapters do not apply to mixture-of-experts layers");
     ProfileScope prof(ProfOp::Moe);
-    moe_->run(w.moe, xn_.data(), n, moe_out_.data(), pool);
+    moe_->run(w.moe, xn_.data(), n, moe_out_.data(), pool, lora, layer);
     std::copy_n(moe_out_.data(), int64_t(n) * c.dim, xn_.data());
   } else {
     dense_ffn(layer, n, pool, lora);

@@ -11,17 +11,19 @@
 #include "kv/kv_cache.h"
 #include "model/lora.h"
 #include "model/model.h"
-#include "model/moe_ffn.h"
 #include "tensor/ops.h"
 #include "util/thread_pool.h"
 
 namespace kvslim {
+
+class MoeFfn;
 
 class Forward {
  public:
   // n_ctx: the context the caller runs in, which picks Phi-3's long or short RoPE factors as
   // llama.cpp does (0: the model's trained context).
   Forward(const Model& model, int max_block, int64_t n_ctx = 0);
+  ~Forward();
 
   // Runs `n` tokens at positions pos0 .. pos0+n-1, appending their keys and values to `cache`.
   // Returns the logits of the last token (n_vocab floats), or, with all_logits, of every token

@@ -8,7 +8,7 @@
 
 #include "gguf/gguf.h"
 #include "model/config.h"
-#include "model/moe_ffn.h"
+#include "model/moe_weights.h"
 #include "tensor/dtype.h"
 #include "tokenizer/tokenizer.h"
 

@@ -95,8 +95,11 @@ void MoeFfn::route(const MoeWeights& w, const float* x, int n, ThreadPool& pool)
   }
 }
 
-void MoeFfn::run(const MoeWeights& w, const float* x, int n, float* out, ThreadPool& pool) {
+void MoeFfn::run(const MoeWeights& w, const float* x, int n, float* out, ThreadPool& pool, const LoraAdapter* lora,
+                 int layer) {
   if (n < 1 || n > max_block_) fail("mixture of experts: block of {} rows outside [1, {}]", n, max_block_);
+  lora_ = lora;
+  layer_ = layer;
   route(w, x, n, pool);
   if (n == 1) {
     one_token(w, x, 0, out, pool);
@@ -107,6 +110,7 @@ void MoeFfn::run(const MoeWeights& w, const float* x, int n, float* out, ThreadP
 
 void MoeFfn::run_per_token(const MoeWeights& w, const float* x, int n, float* out, ThreadPool& pool) {
   if (n < 1 || n > max_block_) fail("mixture of experts: block of {} rows outside [1, {}]", n, max_block_);
+  lora_ = nullptr;
   route(w, x, n, pool);
   for (int t = 0; t < n; ++t) one_token(w, x + int64_t(t) * dim_, t, out + int64_t(t) * dim_, pool);
 }
@@ -129,6 +133,8 @@ void MoeFfn::one_token(const MoeWeights& w, const float* x, int t, float* out, T
   }
   matvec_multi(views, x, ys, pool);
   for (int j = 0; j < k; ++j) {
+    add_lora(LoraSite::Gate, x, 1, &gate_[size_t(j) * f], pool);
+    add_lora(LoraSite::Up, x, 1, &up_[size_t(j) * f], pool);
     add_expert_bias(w.gate_bias, experts[j], f, &gate_[size_t(j) * f], 1);
     add_expert_bias(w.up_bias, experts[j], f, &up_[size_t(j) * f], 1);
   }
@@ -136,6 +142,7 @@ void MoeFfn::one_token(const MoeWeights& w, const float* x, int t, float* out, T
   for (int j = 0; j < k; ++j) {
     float* y = &down_[size_t(j) * dim_];
     matvec(w.down[size_t(experts[j])], &gate_[size_t(j) * f], y, pool);
+    add_lora(LoraSite::Down, &gate_[size_t(j) * f], 1, y, pool);
     add_expert_bias(w.down_bias, experts[j], dim_, y, 1);
   }
   for (int i = 0; i < dim_; ++i) out[i] = weights[0] * down_[size_t(i)];
@@ -164,10 +171,13 @@ void MoeFfn::grouped(const MoeWeights& w, const float* x, int n, float* out, Thr
     for (int r = 0; r < rows; ++r) std::copy_n(x + int64_t(pairs[r] / k) * dim_, dim_, &xg_[size_t(r) * dim_]);
     linear(w.gate[size_t(e)], xg_.data(), rows, gate_.data(), pool);
     linear(w.up[size_t(e)], xg_.data(), rows, up_.data(), pool);
+    add_lora(LoraSite::Gate, xg_.data(), rows, gate_.data(), pool);
+    add_lora(LoraSite::Up, xg_.data(), rows, up_.data(), pool);
     add_expert_bias(w.gate_bias, e, f, gate_.data(), rows);
     add_expert_bias(w.up_bias, e, f, up_.data(), rows);
     moe_activation(moe_, gate_.data(), up_.data(), int64_t(rows) * f);
     linear(w.down[size_t(e)], gate_.data(), rows, down_.data(), pool);
+    add_lora(LoraSite::Down, gate_.data(), rows, down_.data(), pool);
     add_expert_bias(w.down_bias, e, dim_, down_.data(), rows);
     for (int r = 0; r < rows; ++r)
       axpy(weights_[size_t(pairs[r])], &down_[size_t(r) * dim_], out + int64_t(pairs[r] / k) * dim_, dim_);

@@ -7,21 +7,12 @@
 #include <cstdint>
 #include <vector>
 
+#include "model/lora.h"
 #include "model/moe_config.h"
-#include "tensor/dtype.h"
+#include "model/moe_weights.h"
 #include "util/thread_pool.h"
 
 namespace kvslim {
-
-// One layer's experts: views into the mapped file (each expert is a contiguous slice of the 3-D
-// ffn_*_exps tensors), biases converted to f32 (empty: none).
-struct MoeWeights {
-  WeightView router;                       // n_experts x dim (ffn_gate_inp)
-  std::vector<float> router_bias;          // n_experts (ffn_gate_inp.bias)
-  std::vector<WeightView> gate, up, down;  // per expert: ffn x dim, ffn x dim, dim x ffn
-  std::vector<float> gate_bias, up_bias;   // [n_experts][ffn]
-  std::vector<float> down_bias;            // [n_experts][dim]
-};
 
 // Routing of one token: its router logits (n_experts floats, overwritten as scratch) become the
 // k experts it uses, best first, and their mixing weights, as the config's gating defines.
@@ -36,7 +27,9 @@ class MoeFfn {
 
   // out[t] = sum over the k experts e of token t: w_te * expert_e(x[t]), for the n rows of x
   // ([n][dim]); out ([n][dim]) is overwritten. One token takes the decode path, more the grouped one.
-  void run(const MoeWeights& w, const float* x, int n, float* out, ThreadPool& pool);
+  // `lora` (may be null) adds its gate, up and down terms of `layer` to every picked expert's.
+  void run(const MoeWeights& w, const float* x, int n, float* out, ThreadPool& pool, const LoraAdapter* lora = nullptr,
+           int layer = 0);
   // The same with every token run on its own (the decode path per token): the tests' yardstick
   // for the grouped path.
   void run_per_token(const MoeWeights& w, const float* x, int n, float* out, ThreadPool& pool);
@@ -45,6 +38,13 @@ class MoeFfn {
   void route(const MoeWeights& w, const float* x, int n, ThreadPool& pool);
   void one_token(const MoeWeights& w, const float* x, int t, float* out, ThreadPool& pool);
   void grouped(const MoeWeights& w, const float* x, int n, float* out, ThreadPool& pool);
+  // The adapter's term at `site` added to n rows of y computed from the n rows of x.
+  void add_lora(LoraSite site, const float* x, int n, float* y, ThreadPool& pool) const {
+    if (lora_) lora_->apply(layer_, site, x, n, y, pool);
+  }
+
+  const LoraAdapter* lora_ = nullptr;  // of the current run() only
+  int layer_ = 0;
 
   MoeConfig moe_;
   int dim_;
