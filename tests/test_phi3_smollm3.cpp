@@ -395,7 +395,8 @@ TEST(Phi3, UnsupportedArchitectureListsTheSupportedOnes) {
   w.set("general.architecture", gguf::Value::of_string("phi2"));
   const std::string path = testing::temp_path("phi2.gguf");
   w.write(path);
-  expect_load_error(path, "unsupported architecture 'phi2' (supported: llama, qwen2, qwen3, phi3, smollm3, gemma3, qwen3moe)");
+  expect_load_error(
+      path, "unsupported architecture 'phi2' (supported: llama, qwen2, qwen3, phi3, smollm3, gemma3, qwen3moe)");
 }
 
 }  // namespace
