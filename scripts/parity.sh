@@ -4,7 +4,7 @@
 #
 #   scripts/parity.sh ARCH [LLAMA_BIN]
 #
-# ARCH: llama, qwen2, qwen3, phi3, smollm3 or gemma3. LLAMA_BIN (or the env var of that name): a folder
+# ARCH: llama, qwen2, qwen3, phi3, smollm3, gemma3 or qwen3moe. LLAMA_BIN (or the env var of that name): a folder
 # of an existing llama.cpp build holding llama-perplexity, llama-completion and libllama.so; its
 # headers are taken from LLAMA_SRC (default: LLAMA_BIN/../..). This script never builds
 # llama.cpp; it compiles only scripts/llama_logits.cpp, a small client of libllama.
@@ -35,6 +35,7 @@ done
 # qwen and smollm3.
 # gemma3's own vocabulary is not among the test vectors: SentencePiece's llama one stands in.
 EXTRA=()
+FFN=512
 case "$ARCH" in
   llama) VOCAB=$SHARED/tokenizer-vectors/ggml-vocab-llama-spm.gguf ;;
   gemma3)
@@ -45,7 +46,13 @@ case "$ARCH" in
     ;;
   phi3) VOCAB=$SHARED/tokenizer-vectors/ggml-vocab-phi-3.gguf ;;
   qwen2 | qwen3 | smollm3) VOCAB=$SHARED/tokenizer-vectors/ggml-vocab-gpt-2.gguf ;;
-  *) echo "error: unsupported architecture '$ARCH' (supported: llama, qwen2, qwen3, phi3, smollm3, gemma3)" >&2; exit 1 ;;
+  qwen3moe)
+    VOCAB=$SHARED/tokenizer-vectors/ggml-vocab-gpt-2.gguf
+    # 16 experts of width 128, 4 per token: routing decides which quarter of the FFN runs.
+    EXTRA=(--experts 16 --experts-used 4)
+    FFN=128
+    ;;
+  *) echo "error: unsupported architecture '$ARCH' (supported: llama, qwen2, qwen3, phi3, smollm3, gemma3, qwen3moe)" >&2; exit 1 ;;
 esac
 
 LOGITS=$WORK/llama_logits
@@ -57,9 +64,9 @@ fi
 MODEL=$WORK/$ARCH-$TYPE.gguf
 # Context 4096: Phi-3's file says it was trained on 2048 (LongRoPE), so the 256-token perplexity
 # chunks use the short factors and the 4096-token greedy run the long ones, in both programs.
-"$KVSLIM" init-model --arch "$ARCH" --layers 4 --dim 256 --heads 4 --kv-heads 2 --ffn 512 --type "$TYPE" \
+"$KVSLIM" init-model --arch "$ARCH" --layers 4 --dim 256 --heads 4 --kv-heads 2 --ffn "$FFN" --type "$TYPE" \
   --ctx 4096 --weight-std "$WEIGHT_STD" --seed 3 --vocab-from "$VOCAB" "${EXTRA[@]}" -o "$MODEL" 2>/dev/null
-echo "model: $MODEL ($ARCH, 4 layers, dim 256, 4/2 heads, ffn 512, $TYPE, weight std $WEIGHT_STD)"
+echo "model: $MODEL ($ARCH, 4 layers, dim 256, 4/2 heads, ffn $FFN ${EXTRA[*]}, $TYPE, weight std $WEIGHT_STD)"
 
 # 1. Perplexity, chunks of 256, second half scored; f32 KV cache on both sides.
 # Flash attention off in llama.cpp (its default "auto" turns it on): its blocked softmax rounds

@@ -48,16 +48,21 @@ struct TinyModel {
   bool tied = false;
   bool rope_freqs = false;
   uint64_t seed = 7;
-  int window = 0, swa_period = 6;  // gemma3's sliding window and layer pattern
+  int window = 0, swa_period = 6;     // gemma3's sliding window and layer pattern
+  int experts = 8, experts_used = 2;  // qwen3moe only
 };
 
 inline std::string make_model(const TinyModel& m) {
-  const std::string path = temp_path(fmt::format("model-{}-{}-{}-{}-{}-{}-{}-{}-{}-{}-{}-{}.gguf", arch_name(m.arch),
-                                                 dtype_name(m.type), m.layers, m.dim, m.heads, m.kv_heads, m.ffn,
-                                                 m.tied, m.rope_freqs, m.seed, m.window, m.swa_period));
+  const std::string path = temp_path(fmt::format(
+      "model-{}-{}-{}-{}-{}-{}-{}-{}-{}-{}-{}-{}-{}-{}.gguf", arch_name(m.arch), dtype_name(m.type), m.layers, m.dim,
+      m.heads, m.kv_heads, m.ffn, m.tied, m.rope_freqs, m.seed, m.window, m.swa_period, m.experts, m.experts_used));
   if (std::filesystem::exists(path)) return path;
   RandomModelSpec spec;
   spec.config.arch = m.arch;
+  if (m.arch == Arch::Qwen3Moe) {
+    spec.config.moe.n_experts = m.experts;
+    spec.config.moe.n_experts_used = m.experts_used;
+  }
   spec.config.n_layers = m.layers;
   spec.config.dim = m.dim;
   spec.config.n_heads = m.heads;

@@ -197,6 +197,10 @@ RandomModelSpec tiny_spec(Arch arch, float weight_std) {
     spec.sliding_window = 6;
     spec.swa_period = 2;
   }
+  if (arch == Arch::Qwen3Moe) {  // 8 experts of width 96, 2 per token
+    spec.config.moe.n_experts = 8;
+    spec.config.moe.n_experts_used = 2;
+  }
   return spec;
 }
 
@@ -280,7 +284,7 @@ std::vector<Recorded> read_recorded(const std::string& path) {
 // Phi3.LogitsAgreeWithReferenceWithShortAndLongFactors: > 1e-2).
 TEST(LlamaCppGolden, LogitsMatchThoseRecordedFromLlamaCpp) {
   const auto recorded = read_recorded(KVSLIM_SOURCE_DIR "/tests/data/llama-cpp-logits.txt");
-  ASSERT_EQ(recorded.size(), 5u);
+  ASSERT_EQ(recorded.size(), 6u);
   for (const Recorded& r : recorded) {
     SCOPED_TRACE(r.arch);
     const std::string path = testing::temp_path("golden-" + r.arch + ".gguf");
@@ -391,8 +395,9 @@ TEST(Phi3, UnsupportedArchitectureListsTheSupportedOnes) {
   w.set("general.architecture", gguf::Value::of_string("phi2"));
   const std::string path = testing::temp_path("phi2.gguf");
   w.write(path);
-  expect_load_error(path,
-                    "unsupported architecture 'phi2' (supported: llama, qwen2, qwen3, phi3, smollm3, gemma3, gpt-oss)");
+  expect_load_error(
+      path,
+      "unsupported architecture 'phi2' (supported: llama, qwen2, qwen3, phi3, smollm3, gemma3, qwen3moe, gpt-oss)");
 }
 
 }  // namespace

@@ -79,7 +79,8 @@ Outcome run(const Model& model, const std::string& method, int64_t budget, int n
 // The suite runs every method on a llama model and on one model of each other architecture, named
 // before the method ("gemma3:snapkv"): gemma3, whose layers 0 and 2 are sliding-window layers of
 // kGemma3Window tokens that no method governs and layers 1 and 3 global; phi3 (fused projections,
-// partial RoPE with LongRoPE factors); smollm3 (its fourth layer has no RoPE).
+// partial RoPE with LongRoPE factors); smollm3 (its fourth layer has no RoPE); qwen3moe (8 experts,
+// 2 per token: the FFN changes, attention does not).
 constexpr int kGemma3Window = 16;
 Arch arch_of(const std::string& param) {
   const size_t colon = param.find(':');
@@ -213,6 +214,8 @@ INSTANTIATE_TEST_SUITE_P(AllMethodsOnGemma3, PressInvariants, ::testing::ValuesI
 INSTANTIATE_TEST_SUITE_P(AllMethodsOnPhi3, PressInvariants, ::testing::ValuesIn(registered_methods_on("phi3")),
                          [](const auto& info) { return method_of(info.param); });
 INSTANTIATE_TEST_SUITE_P(AllMethodsOnSmolLM3, PressInvariants, ::testing::ValuesIn(registered_methods_on("smollm3")),
+                         [](const auto& info) { return method_of(info.param); });
+INSTANTIATE_TEST_SUITE_P(AllMethodsOnQwen3Moe, PressInvariants, ::testing::ValuesIn(registered_methods_on("qwen3moe")),
                          [](const auto& info) { return method_of(info.param); });
 
 TEST(PressRegistry, UnknownMethodListsTheValidOnes) {

@@ -83,6 +83,10 @@ void add_bench_command(CLI::App& app) {
                             {"reps", opt->bench.reps},
                             {"press", opt->bench.compression.press},
                             {"system", system_info()},
+                            // Weights a decoded token reads (attention, router, its k experts, one
+                            // embedding row, the output): a MoE model's active parameters in bytes.
+                            {"weight_bytes", model->weight_bytes()},
+                            {"weight_bytes_per_token", model->active_weight_bytes_per_token()},
                             {"prefill", nlohmann::json::array()},
                             {"decode", nlohmann::json::array()}};
       for (const auto& p : report.prefill) out["prefill"].push_back(to_json(p, "prompt_length"));

@@ -22,16 +22,23 @@ void add_init_model_command(CLI::App& app) {
   c.n_kv_heads = 2;
   c.ffn_dim = 768;
   c.context_length = 4096;
+  c.moe.n_experts = 0;
+  c.moe.n_experts_used = 0;
   CLI::App* cmd = app.add_subcommand("init-model", "write a model with random weights and a copied tokenizer");
   cmd->add_option(
          "--arch", opt->arch,
-         "llama, qwen2, qwen3, phi3 (fused QKV and gate/up, LongRoPE), smollm3 or gemma3 (sliding-window layers)")
+         "llama, qwen2, qwen3, phi3 (fused QKV and gate/up, LongRoPE), smollm3, gemma3 (sliding-window layers) or "
+         "qwen3moe (mixture of experts: --experts, --experts-used)")
       ->capture_default_str();
   cmd->add_option("--layers", c.n_layers, "transformer blocks")->capture_default_str();
   cmd->add_option("--dim", c.dim, "embedding size")->capture_default_str();
   cmd->add_option("--heads", c.n_heads, "query heads")->capture_default_str();
   cmd->add_option("--kv-heads", c.n_kv_heads, "key/value heads")->capture_default_str();
-  cmd->add_option("--ffn", c.ffn_dim, "feed-forward size")->capture_default_str();
+  cmd->add_option("--head-dim", c.head_dim, "size of each head (0: dim / heads)")->capture_default_str();
+  cmd->add_option("--ffn", c.ffn_dim, "feed-forward size (qwen3moe: each expert's)")->capture_default_str();
+  cmd->add_option("--experts", c.moe.n_experts, "qwen3moe: experts per layer")->capture_default_str();
+  cmd->add_option("--experts-used", c.moe.n_experts_used, "qwen3moe: experts each token uses (top k)")
+      ->capture_default_str();
   cmd->add_option("--vocab-from", opt->vocab, "GGUF whose tokenizer is copied (default: a built-in byte vocabulary)");
   cmd->add_option("--type", opt->type,
                   "matrix type: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k, iq4_nl, "
@@ -55,6 +62,10 @@ void add_init_model_command(CLI::App& app) {
   cmd->add_option("-o,--output", opt->out, "output GGUF path")->required();
   cmd->callback([opt] {
     opt->spec.config.arch = arch_from_name(opt->arch);
+    if (opt->spec.config.arch == Arch::Qwen3Moe && opt->spec.config.moe.n_experts == 0) {  // a small default
+      opt->spec.config.moe.n_experts = 8;
+      opt->spec.config.moe.n_experts_used = 2;
+    }
     opt->spec.type = dtype_from_name(opt->type.c_str());
     write_random_model(opt->spec, opt->vocab, opt->out);
     fmt::print(stderr, "wrote {}\n", opt->out);

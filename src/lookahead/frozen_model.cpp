@@ -28,6 +28,8 @@ template <class T>
 FrozenModel<T>::FrozenModel(const Model& model) : config(model.config()) {
   // The training forward has llama/qwen2/qwen3's blocks only (no post norms, GELU or windows).
   if (config.is_gemma3()) fail("LookaheadKV training supports llama, qwen2 and qwen3 models, not gemma3");
+  if (config.is_moe())
+    fail("LookaheadKV training supports llama, qwen2 and qwen3 models, not {}", arch_name(config.arch));
   rope.head_dim = config.head_dim;
   rope.n_rot = config.n_rot;
   rope.base = config.rope_base;

@@ -2,6 +2,7 @@
 
 #include "model/gemma3_config.h"
 #include "model/gptoss_config.h"
+#include "model/moe_config.h"
 #include "util/error.h"
 
 namespace kvslim {
@@ -15,6 +16,7 @@ const char* arch_name(Arch arch) {
     case Arch::SmolLM3: return "smollm3";
     case Arch::Gemma3: return "gemma3";
     case Arch::GptOss: return "gpt-oss";
+    case Arch::Qwen3Moe: return "qwen3moe";
   }
   return "?";
 }
@@ -27,7 +29,9 @@ Arch arch_from_name(const std::string& name) {
   if (name == "smollm3") return Arch::SmolLM3;
   if (name == "gemma3") return Arch::Gemma3;
   if (name == "gpt-oss") return Arch::GptOss;
-  fail("unsupported architecture '{}' (supported: llama, qwen2, qwen3, phi3, smollm3, gemma3, gpt-oss)", name);
+  if (name == "qwen3moe") return Arch::Qwen3Moe;
+  fail("unsupported architecture '{}' (supported: llama, qwen2, qwen3, phi3, smollm3, gemma3, qwen3moe, gpt-oss)",
+       name);
 }
 
 namespace {
@@ -63,7 +67,10 @@ ModelConfig ModelConfig::from_gguf(const gguf::File& file) {
   const std::string p = arch + ".";
   c.n_layers = positive_int(file, p + "block_count", 4096);
   c.dim = positive_int(file, p + "embedding_length");
-  c.ffn_dim = positive_int(file, p + "feed_forward_length");
+  // A MoE file's width is its experts' (expert_feed_forward_length); the dense key may be absent.
+  c.ffn_dim = file.get_uint_opt(p + "feed_forward_length") || c.arch != Arch::Qwen3Moe
+                  ? positive_int(file, p + "feed_forward_length")
+                  : 0;
   c.n_heads = positive_int(file, p + "attention.head_count", 4096);
   c.n_kv_heads = file.get_uint_opt(p + "attention.head_count_kv")
                      ? positive_int(file, p + "attention.head_count_kv", 4096)
@@ -99,6 +106,11 @@ ModelConfig ModelConfig::from_gguf(const gguf::File& file) {
   }
   read_phi3_smollm3_keys(file, p, c);
   if (c.arch == Arch::GptOss) read_gptoss_config(file, c);
+  if (c.arch == Arch::Qwen3Moe) {
+    MoeConfig qwen3moe;  // llama.cpp: softmax router, the top k's weights renormalised to sum 1
+    qwen3moe.normalize_weights = true;
+    c.moe = read_moe_config(file, p, qwen3moe, c.ffn_dim);
+  }
   return c;
 }
 
@@ -109,7 +121,7 @@ void ModelConfig::to_gguf(gguf::Writer& w) const {
   w.set("general.architecture", Value::of_string(arch));
   w.set(p + "block_count", Value::of_u32(n_layers));
   w.set(p + "embedding_length", Value::of_u32(dim));
-  w.set(p + "feed_forward_length", Value::of_u32(ffn_dim));
+  if (ffn_dim > 0) w.set(p + "feed_forward_length", Value::of_u32(ffn_dim));
   w.set(p + "attention.head_count", Value::of_u32(n_heads));
   w.set(p + "attention.head_count_kv", Value::of_u32(n_kv_heads));
   w.set(p + "attention.key_length", Value::of_u32(head_dim));
@@ -130,6 +142,7 @@ void ModelConfig::to_gguf(gguf::Writer& w) const {
     w.set(p + "rope.scaling.original_context_length", Value::of_u32(rope_original_context));
     write_gptoss_config(*this, w);
   }
+  if (is_moe()) write_moe_config(moe, p, w);
 }
 
 KvShape kv_shape(const ModelConfig& c, DType key_type, DType value_type) {

@@ -7,10 +7,11 @@
 
 #include "gguf/gguf.h"
 #include "kv/kv_shape.h"
+#include "model/moe_config.h"
 
 namespace kvslim {
 
-enum class Arch { Llama, Qwen2, Qwen3, Phi3, SmolLM3, Gemma3, GptOss };
+enum class Arch { Llama, Qwen2, Qwen3, Phi3, SmolLM3, Gemma3, Qwen3Moe, GptOss };
 const char* arch_name(Arch arch);
 Arch arch_from_name(const std::string& name);  // throws, listing the supported ones
 
@@ -52,6 +53,8 @@ struct ModelConfig {
   float rope_freq_scale = 1.0f;      // linear RoPE scaling of the global layers: 1 / rope.scaling.factor
   float attention_scale = 0.0f;      // scale of q.k; 0: 1 / sqrt(head_dim)
   float final_logit_softcap = 0.0f;  // logits = c * tanh(logits / c) when > 0
+  // Mixture-of-experts FFN (qwen3moe; model/moe_config.h): n_experts 0 means a dense FFN.
+  MoeConfig moe;
 
   int group_size() const { return n_heads / n_kv_heads; }
   int q_dim() const { return n_heads * head_dim; }
@@ -65,7 +68,8 @@ struct ModelConfig {
   // gpt-oss (model/gptoss_config.h): attn_output.bias, attn_sinks, post_attention_norm before the
   // MoE FFN.
   bool is_gptoss() const { return arch == Arch::GptOss; }
-  bool has_qk_norm() const { return arch == Arch::Qwen3 || arch == Arch::Gemma3; }
+  bool has_qk_norm() const { return arch == Arch::Qwen3 || arch == Arch::Qwen3Moe || arch == Arch::Gemma3; }
+  bool is_moe() const { return moe.n_experts > 0; }
   // Gemma 3: norms after attention and FFN, GELU-tanh gated FFN, embeddings scaled by sqrt(dim).
   bool is_gemma3() const { return arch == Arch::Gemma3; }
   bool is_local_layer(int layer) const { return !layer_window.empty() && layer_window[size_t(layer)] > 0; }

@@ -4,6 +4,7 @@
 #include <array>
 #include <cmath>
 
+#include "model/moe_ffn.h"
 #include "tensor/ops.h"
 #include "util/error.h"
 #include "util/op_profile.h"
@@ -97,7 +98,13 @@ Forward::Forward(const Model& model, int max_block, int64_t n_ctx) : model_(mode
   gate_.resize(b * c.ffn_dim);
   up_.resize(b * c.ffn_dim);
   logits_.resize(b * c.n_vocab);
+  if (c.is_moe()) {
+    moe_ = std::make_unique<MoeFfn>(c.moe, c.dim, max_block);
+    moe_out_.resize(b * c.dim);
+  }
 }
+
+Forward::~Forward() = default;
 
 const float* Forward::run(const int32_t* tokens, int n, int64_t pos0, KvCache& cache, ThreadPool& pool, bool all_logits,
                           float* last_logits_out) {
@@ -203,6 +210,22 @@ void Forward::ffn_block(int layer, int n, ThreadPool& pool, const LoraAdapter* l
     for (int t = 0; t < n; ++t)
       rmsnorm(&x_[size_t(t) * c.dim], w.ffn_norm.data(), &xn_[size_t(t) * c.dim], c.dim, c.rms_eps);
   }
+  if (moe_) {
+    // The router, the k experts per token and their weighted sum (model/moe_ffn.h).
+    ProfileScope prof(ProfOp::Moe);
+    moe_->run(w.moe, xn_.data(), n, moe_out_.data(), pool, lora, layer);
+    std::copy_n(moe_out_.data(), int64_t(n) * c.dim, xn_.data());
+  } else {
+    dense_ffn(layer, n, pool, lora);
+  }
+  norm_rows(xn_.data(), n, c.dim, w.post_ffn_norm, c.rms_eps);
+  ProfileScope prof(ProfOp::Residual);
+  add_inplace(x_.data(), xn_.data(), int64_t(n) * c.dim);
+}
+
+void Forward::dense_ffn(int layer, int n, ThreadPool& pool, const LoraAdapter* lora) {
+  const ModelConfig& c = model_.config();
+  const LayerWeights& w = model_.layers()[layer];
   {
     ProfileScope prof(ProfOp::MatvecGateUp);
     project_same_x<2>({&w.w_gate, &w.w_up}, lora, layer, {LoraSite::Gate, LoraSite::Up}, xn_.data(), n,
@@ -219,9 +242,6 @@ void Forward::ffn_block(int layer, int n, ThreadPool& pool, const LoraAdapter* l
     ProfileScope prof(ProfOp::MatvecDown);
     project(w.w_down, lora, layer, LoraSite::Down, gate_.data(), n, xn_.data(), pool);
   }
-  norm_rows(xn_.data(), n, c.dim, w.post_ffn_norm, c.rms_eps);
-  ProfileScope prof(ProfOp::Residual);
-  add_inplace(x_.data(), xn_.data(), int64_t(n) * c.dim);
 }
 
 }  // namespace kvslim

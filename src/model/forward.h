@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <vector>
 
 #include "kv/kv_cache.h"
@@ -15,11 +16,14 @@
 
 namespace kvslim {
 
+class MoeFfn;
+
 class Forward {
  public:
   // n_ctx: the context the caller runs in, which picks Phi-3's long or short RoPE factors as
   // llama.cpp does (0: the model's trained context).
   Forward(const Model& model, int max_block, int64_t n_ctx = 0);
+  ~Forward();
 
   // Runs `n` tokens at positions pos0 .. pos0+n-1, appending their keys and values to `cache`.
   // Returns the logits of the last token (n_vocab floats), or, with all_logits, of every token
@@ -47,6 +51,8 @@ class Forward {
                             bool all_logits, float* last_logits_out = nullptr);
   void attention_block(int layer, int n, int64_t pos0, KvCache& cache, ThreadPool& pool, const LoraAdapter* lora);
   void ffn_block(int layer, int n, ThreadPool& pool, const LoraAdapter* lora);
+  // gate/up, activation, down of a dense FFN: xn_ in, xn_ out.
+  void dense_ffn(int layer, int n, ThreadPool& pool, const LoraAdapter* lora);
 
   const Model& model_;
   int max_block_;
@@ -57,6 +63,8 @@ class Forward {
   // Activations, [max_block][width] each.
   std::vector<float> x_, xn_, q_, k_, v_, attn_, gate_, up_, logits_;
   AttentionOutputHook attention_output_hook_;
+  std::unique_ptr<MoeFfn> moe_;  // mixture-of-experts models: the FFN of every layer
+  std::vector<float> moe_out_;   // its output, [max_block][dim]
 };
 
 }  // namespace kvslim

@@ -14,7 +14,7 @@ const char* lora_site_name(LoraSite site) {
 int lora_site_in(const ModelConfig& c, LoraSite site) {
   switch (site) {
     case LoraSite::O: return c.q_dim();
-    case LoraSite::Down: return c.ffn_dim;
+    case LoraSite::Down: return c.is_moe() ? c.moe.expert_ffn_dim : c.ffn_dim;
     default: return c.dim;
   }
 }
@@ -25,7 +25,7 @@ int lora_site_out(const ModelConfig& c, LoraSite site) {
     case LoraSite::K:
     case LoraSite::V: return c.kv_dim();
     case LoraSite::Gate:
-    case LoraSite::Up: return c.ffn_dim;
+    case LoraSite::Up: return c.is_moe() ? c.moe.expert_ffn_dim : c.ffn_dim;
     default: return c.dim;
   }
 }

@@ -2,7 +2,8 @@
 // gate, up and down. A site with `in` inputs and `out` outputs adds scale * B (A x) to its
 // output, A [rank][in] and B [out][rank] row-major f32, scale = alpha / rank. Forward::run_rows
 // applies them to the rows it is given only (LookaheadKV's selectively activated LoRA); the
-// plain token path never sees an adapter.
+// plain token path never sees an adapter. On a mixture-of-experts model the gate, up and down
+// sites are one low-rank term shared by every expert (each picked expert's projection gets it).
 #pragma once
 
 #include <cstdint>

@@ -86,6 +86,42 @@ void load_gate_up(const TensorLoader& loader, const std::string& p, const ModelC
   w.w_up = row_slice(gate_up, c.ffn_dim, c.ffn_dim);
 }
 
+// The experts of a 3-D ffn_*_exps tensor ([cols, rows, n_experts] in ggml order): expert e's
+// matrix is the e-th contiguous slice of rows x cols, viewed in place.
+std::vector<WeightView> expert_views(const TensorLoader& loader, const std::string& name, int64_t cols, int64_t rows,
+                                     int n_experts) {
+  const gguf::TensorInfo& t = loader.require(name, {uint64_t(cols), uint64_t(rows), uint64_t(n_experts)});
+  const WeightView all = loader.view(t, rows * n_experts, cols);
+  std::vector<WeightView> experts;
+  for (int e = 0; e < n_experts; ++e) experts.push_back(row_slice(all, int64_t(e) * rows, rows));
+  return experts;
+}
+
+// A bias per expert ([width, n_experts]) as f32, or empty when the file has none.
+std::vector<float> expert_bias(const TensorLoader& loader, const std::string& name, int64_t width, int n_experts) {
+  if (!loader.find(name)) return {};
+  const gguf::TensorInfo& t = loader.require(name, {uint64_t(width), uint64_t(n_experts)});
+  const WeightView w = loader.view(t, n_experts, width);
+  std::vector<float> out(size_t(width) * n_experts);
+  convert_to_f32(w.type, w.data, out.data(), int64_t(out.size()));
+  return out;
+}
+
+// The router (ffn_gate_inp) and the experts of a mixture-of-experts layer, with their optional biases.
+MoeWeights load_moe(const TensorLoader& loader, const std::string& p, const ModelConfig& c) {
+  const MoeConfig& m = c.moe;
+  MoeWeights w;
+  w.router = loader.matrix(p + "ffn_gate_inp.weight", c.dim, m.n_experts);
+  if (loader.find(p + "ffn_gate_inp.bias")) w.router_bias = loader.vector(p + "ffn_gate_inp.bias", m.n_experts);
+  w.gate = expert_views(loader, p + "ffn_gate_exps.weight", c.dim, m.expert_ffn_dim, m.n_experts);
+  w.up = expert_views(loader, p + "ffn_up_exps.weight", c.dim, m.expert_ffn_dim, m.n_experts);
+  w.down = expert_views(loader, p + "ffn_down_exps.weight", m.expert_ffn_dim, c.dim, m.n_experts);
+  w.gate_bias = expert_bias(loader, p + "ffn_gate_exps.bias", m.expert_ffn_dim, m.n_experts);
+  w.up_bias = expert_bias(loader, p + "ffn_up_exps.bias", m.expert_ffn_dim, m.n_experts);
+  w.down_bias = expert_bias(loader, p + "ffn_down_exps.bias", c.dim, m.n_experts);
+  return w;
+}
+
 }  // namespace
 
 std::unique_ptr<Model> Model::load(const std::string& path) {
@@ -141,8 +177,12 @@ std::unique_ptr<Model> Model::load(const std::string& path) {
       w.post_attn_norm = loader.vector(p + "post_attention_norm.weight", c.dim);
       w.post_ffn_norm = loader.vector(p + "post_ffw_norm.weight", c.dim);
     }
-    if (!c.is_gptoss()) {  // gpt-oss's FFN is a mixture of experts, not read here (see below)
-      w.ffn_norm = loader.vector(p + "ffn_norm.weight", c.dim);
+    if (!c.is_gptoss()) w.ffn_norm = loader.vector(p + "ffn_norm.weight", c.dim);  // gpt-oss's: above
+    if (c.is_gptoss()) {
+      // its mixture of experts is refused below
+    } else if (c.is_moe()) {
+      w.moe = load_moe(loader, p, c);
+    } else {
       load_gate_up(loader, p, c, w);
       w.w_down = loader.matrix(p + "ffn_down.weight", c.ffn_dim, c.dim);
     }
@@ -183,6 +223,23 @@ KvShape kv_shape(const Model& model, DType key_type, DType value_type) {
 uint64_t Model::weight_bytes() const {
   uint64_t total = 0;
   for (const auto& t : file_.tensors()) total += t.n_bytes;
+  return total;
+}
+
+uint64_t Model::active_weight_bytes_per_token() const {
+  uint64_t total = 0;
+  for (const auto& t : file_.tensors()) total += t.n_bytes;
+  // token_embd: one row, unless it is also the output matrix (then it is read whole).
+  if (!output_tied_)
+    total -= file_.find_tensor("token_embd.weight")->n_bytes - row_bytes(token_embd_.type, token_embd_.cols);
+  if (!config_.is_moe()) return total;
+  const int unused = config_.moe.n_experts - config_.moe.n_experts_used;
+  for (const LayerWeights& l : layers_) {
+    const auto& m = l.moe;
+    total -= uint64_t(unused) * (row_bytes(m.gate[0].type, m.gate[0].cols) * m.gate[0].rows +
+                                 row_bytes(m.up[0].type, m.up[0].cols) * m.up[0].rows +
+                                 row_bytes(m.down[0].type, m.down[0].cols) * m.down[0].rows);
+  }
   return total;
 }
 

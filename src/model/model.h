@@ -8,6 +8,7 @@
 
 #include "gguf/gguf.h"
 #include "model/config.h"
+#include "model/moe_weights.h"
 #include "tensor/dtype.h"
 #include "tokenizer/tokenizer.h"
 
@@ -23,6 +24,7 @@ struct LayerWeights {
   std::vector<float> post_attn_norm, post_ffn_norm;  // gemma3 only (dim each): norms of the block outputs
   std::vector<float> ffn_norm;                       // dim (gpt-oss: post_attention_norm.weight)
   WeightView w_gate, w_up, w_down;                   // ffn x dim, ffn x dim, dim x ffn
+  MoeWeights moe;                                    // mixture-of-experts models instead of w_gate/up/down
 };
 
 class Model {
@@ -45,6 +47,9 @@ class Model {
   const std::vector<float>& rope_factors(int64_t n_ctx) const;
 
   uint64_t weight_bytes() const;
+  // Weight bytes one decoded token reads: attention, norms, the router and k experts of every
+  // layer, one embedding row and the output matrix (weight_bytes() minus the k-of-n experts unused).
+  uint64_t active_weight_bytes_per_token() const;
   // f32 K and V of one token over all layers.
   uint64_t kv_bytes_per_token() const;
 

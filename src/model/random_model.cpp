@@ -21,8 +21,7 @@ void validate(const RandomModelSpec& spec) {
   if (c.n_layers < 1 || c.dim < 1 || c.ffn_dim < 1 || c.n_heads < 1 || c.n_kv_heads < 1)
     fail("layers, dim, ffn, heads and kv-heads must all be >= 1");
   if (c.n_heads % c.n_kv_heads != 0) fail("--heads {} is not a multiple of --kv-heads {}", c.n_heads, c.n_kv_heads);
-  if (c.dim % c.n_heads != 0) fail("--dim {} is not a multiple of --heads {}", c.dim, c.n_heads);
-  if (c.head_dim % 2 != 0) fail("the head size dim/heads = {} must be even for RoPE", c.head_dim);
+  if (c.head_dim % 2 != 0) fail("the head size {} must be even for RoPE", c.head_dim);
   if (c.n_rot < 2 || c.n_rot > c.head_dim || c.n_rot % 2 != 0)
     fail("--rope-dims {} must be even and in [2, head size {}]", c.n_rot, c.head_dim);
   if (c.arch == Arch::SmolLM3 && c.n_rot != c.head_dim) fail("smollm3 rotates whole heads: --rope-dims must be 0");
@@ -31,6 +30,14 @@ void validate(const RandomModelSpec& spec) {
   if (c.dim % block != 0 || c.ffn_dim % block != 0 || c.q_dim() % block != 0)
     fail("{} needs dim, ffn and heads*head_dim to be multiples of {}", dtype_name(spec.type), block);
   if (c.context_length < 1) fail("--ctx must be >= 1");
+  if (c.arch == Arch::Qwen3Moe) {
+    const MoeConfig& m = c.moe;
+    if (m.n_experts < 1 || m.n_experts > 4096) fail("--experts {} must be in [1, 4096]", m.n_experts);
+    if (m.n_experts_used < 1 || m.n_experts_used > m.n_experts)
+      fail("--experts-used {} must be in [1, --experts {}]", m.n_experts_used, m.n_experts);
+  } else if (c.moe.n_experts > 0) {
+    fail("--experts is for qwen3moe (got --arch {})", arch_name(c.arch));
+  }
   if (!(c.rope_base > 0)) fail("--rope-base must be > 0");
 }
 
@@ -80,7 +87,12 @@ int copy_vocab(const std::string& vocab_path, gguf::Writer& w) {
 void write_random_model(const RandomModelSpec& spec, const std::string& vocab_path, const std::string& out_path) {
   RandomModelSpec s = spec;
   ModelConfig& c = s.config;
-  c.head_dim = c.n_heads > 0 ? c.dim / c.n_heads : 0;
+  // config.head_dim 0: dim / heads; set (init-model --head-dim), the heads may be wider than dim /
+  // heads (Qwen3-30B-A3B: 32 heads of 128 on dim 2048).
+  if (c.head_dim <= 0) {
+    if (c.n_heads > 0 && c.dim % c.n_heads != 0) fail("--dim {} is not a multiple of --heads {}", c.dim, c.n_heads);
+    c.head_dim = c.n_heads > 0 ? c.dim / c.n_heads : 0;
+  }
   c.n_rot = s.rope_dims > 0 ? s.rope_dims : c.arch == Arch::Phi3 ? c.head_dim * 3 / 4 / 2 * 2 : c.head_dim;
   if (c.arch == Arch::Phi3) {
     // LongRoPE as Phi-3.5/Phi-4-mini carry it: trained at half the stored context, the
@@ -90,6 +102,10 @@ void write_random_model(const RandomModelSpec& spec, const std::string& vocab_pa
                              ? std::sqrt(1.0f + std::log(float(c.context_length) / float(c.rope_original_context)) /
                                                     std::log(float(c.rope_original_context)))
                              : 1.0f;
+  }
+  if (c.arch == Arch::Qwen3Moe) {  // each expert is --ffn wide; llama.cpp fixes the router's gating
+    c.moe.expert_ffn_dim = c.ffn_dim;
+    c.moe.normalize_weights = true;
   }
   validate(s);
   c.layer_window.clear();
@@ -153,6 +169,22 @@ void write_random_model(const RandomModelSpec& spec, const std::string& vocab_pa
       vector(p + "post_ffw_norm.weight", c.dim, 1.0f, 0.1f);
     }
     vector(p + "ffn_norm.weight", c.dim, 1.0f, 0.1f);
+    if (c.is_moe()) {
+      // The router's rows get 4x the matrices' spread (at least 4/sqrt(dim)): with 1/sqrt(dim) its
+      // logits are O(1) apart, the softmax nearly flat, and the top k decided by rounding noise.
+      const float router_std = 4.0f * (s.weight_std > 0 ? s.weight_std : 1.0f / std::sqrt(float(c.dim)));
+      w.add_tensor(p + "ffn_gate_inp.weight", type_id, {uint64_t(c.dim), uint64_t(c.moe.n_experts)},
+                   random_matrix(s.type, c.moe.n_experts, c.dim, router_std, ++tensor_seed, pool));
+      const uint64_t e = uint64_t(c.moe.n_experts), f = uint64_t(c.ffn_dim), d = uint64_t(c.dim);
+      // One random matrix of n_experts x rows is the same bytes as n_experts stacked experts.
+      w.add_tensor(p + "ffn_gate_exps.weight", type_id, {d, f, e},
+                   random_matrix(s.type, int64_t(e * f), c.dim, s.weight_std, ++tensor_seed, pool));
+      w.add_tensor(p + "ffn_up_exps.weight", type_id, {d, f, e},
+                   random_matrix(s.type, int64_t(e * f), c.dim, s.weight_std, ++tensor_seed, pool));
+      w.add_tensor(p + "ffn_down_exps.weight", type_id, {f, d, e},
+                   random_matrix(s.type, int64_t(e * d), c.ffn_dim, s.weight_std, ++tensor_seed, pool));
+      continue;
+    }
     if (c.fused_projections()) {
       matrix(p + "ffn_up.weight", c.dim, 2 * int64_t(c.ffn_dim));  // gate rows, then up rows
     } else {

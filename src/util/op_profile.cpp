@@ -18,6 +18,7 @@ std::string_view prof_op_name(ProfOp op) {
     case ProfOp::MatvecGateUp: return "matvec gate,up";
     case ProfOp::Swiglu: return "swiglu";
     case ProfOp::MatvecDown: return "matvec down";
+    case ProfOp::Moe: return "moe ffn";
     case ProfOp::Residual: return "residual add";
     case ProfOp::MatvecOutput: return "matvec output";
     case ProfOp::PressHooks: return "press hooks";

@@ -27,6 +27,7 @@ enum class ProfOp : int {
   MatvecGateUp,
   Swiglu,
   MatvecDown,
+  Moe,  // a mixture-of-experts FFN whole: router, experts, their sum
   Residual,
   MatvecOutput,
   PressHooks,
