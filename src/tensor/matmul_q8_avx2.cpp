@@ -113,8 +113,31 @@ void pack_x_panel(const float* x, int64_t n, int64_t k, int64_t t0, int offset, 
   }
 }
 
+// The 8 x 8 transpose of 32-bit elements: out[i] holds element i of in[0..7] (in place).
+inline void transpose8x8_epi32(__m256i (&r)[8]) {
+  __m256i t[8], s[8];
+  for (int i = 0; i < 8; i += 2) {
+    t[i] = _mm256_unpacklo_epi32(r[i], r[i + 1]);  // per lane: r_i[0], r_i+1[0], r_i[1], r_i+1[1]
+    t[i + 1] = _mm256_unpackhi_epi32(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 8; i += 4) {
+    s[i] = _mm256_unpacklo_epi64(t[i], t[i + 2]);  // per lane: element 0 of four rows
+    s[i + 1] = _mm256_unpackhi_epi64(t[i], t[i + 2]);
+    s[i + 2] = _mm256_unpacklo_epi64(t[i + 1], t[i + 3]);
+    s[i + 3] = _mm256_unpackhi_epi64(t[i + 1], t[i + 3]);
+  }
+  for (int i = 0; i < 4; ++i) {
+    r[i] = _mm256_permute2x128_si256(s[i], s[i + 4], 0x20);  // elements 0..3: the low lanes
+    r[i + 4] = _mm256_permute2x128_si256(s[i], s[i + 4], 0x31);
+  }
+}
+
 // Packs rows [r0, r0 + kNR) x blocks [b0, b0 + nbk) of w as levels u = q + offset (split into
-// nibble planes when kPlanes == 2); rows past the end get levels 0 and scale 0.
+// nibble planes when kPlanes == 2); rows past the end get levels 0 and scale 0. Each group of 8
+// rows is unpacked into 8 registers (one row's 32 levels each) and transposed as 8 x 8 quads, so
+// that every [plane][quad] line of the panel is one 32-byte store: a prefill whose GEMMs are
+// short (a mixture of experts gives each expert a few dozen tokens of a block) repacks as many
+// weight bytes as it multiplies.
 template <class T>
 void pack_w_panel(const WeightView& w, int64_t r0, int64_t b0, int64_t nbk, int offset, uint8_t* dst) {
   constexpr int kNR = T::kNR;
@@ -125,27 +148,30 @@ void pack_w_panel(const WeightView& w, int64_t r0, int64_t b0, int64_t nbk, int 
     uint8_t* blk = dst + b * T::kWBlockBytes;
     auto* scales = reinterpret_cast<float*>(blk + T::kWLevels);
     auto* mins = scales + kNR;
-    for (int j = 0; j < kNR; ++j) {
-      if (j >= nr) {
-        scales[j] = 0.0f;
-        mins[j] = 0.0f;
-        for (int p = 0; p < T::kPlanes; ++p) {
-          for (int qd = 0; qd < 8; ++qd) std::memset(blk + ((p * 8 + qd) * kNR + j) * 4, 0, 4);
+    for (int v = 0; v < T::kNRV; ++v) {
+      __m256i u[8];
+      for (int j = 0; j < 8; ++j) {
+        const int row = 8 * v + j;
+        if (row >= nr) {
+          scales[row] = 0.0f;
+          mins[row] = 0.0f;
+          u[j] = _mm256_setzero_si256();  // level 0 in every plane, whatever the offset
+          continue;
         }
-        continue;
-      }
-      alignas(32) int8_t q[kQ8Block];
-      unpack_int8_block(w.type, w.row(r0 + j), b0 + b, q, scales[j], mins[j]);
-      const __m256i u = _mm256_add_epi8(_mm256_load_si256(reinterpret_cast<const __m256i*>(q)), off);
-      alignas(32) uint8_t planes[T::kPlanes][kQ8Block];
-      if constexpr (T::kPlanes == 1) {
-        _mm256_store_si256(reinterpret_cast<__m256i*>(planes[0]), u);
-      } else {
-        _mm256_store_si256(reinterpret_cast<__m256i*>(planes[0]), _mm256_and_si256(u, nib));
-        _mm256_store_si256(reinterpret_cast<__m256i*>(planes[1]), _mm256_and_si256(_mm256_srli_epi16(u, 4), nib));
+        alignas(32) int8_t q[kQ8Block];
+        unpack_int8_block(w.type, w.row(r0 + row), b0 + b, q, scales[row], mins[row]);
+        u[j] = _mm256_add_epi8(_mm256_load_si256(reinterpret_cast<const __m256i*>(q)), off);
       }
       for (int p = 0; p < T::kPlanes; ++p) {
-        for (int qd = 0; qd < 8; ++qd) std::memcpy(blk + ((p * 8 + qd) * kNR + j) * 4, planes[p] + 4 * qd, 4);
+        __m256i plane[8];
+        for (int j = 0; j < 8; ++j) {
+          plane[j] = T::kPlanes == 1 ? u[j]
+                     : p == 0        ? _mm256_and_si256(u[j], nib)
+                                     : _mm256_and_si256(_mm256_srli_epi16(u[j], 4), nib);
+        }
+        transpose8x8_epi32(plane);
+        for (int qd = 0; qd < 8; ++qd)
+          _mm256_store_si256(reinterpret_cast<__m256i*>(blk + ((p * 8 + qd) * kNR + 8 * v) * 4), plane[qd]);
       }
     }
   }
