@@ -196,6 +196,7 @@ void Forward::attention_block(int layer, int n, int64_t pos0, KvCache& cache, Th
   {
     ProfileScope prof(ProfOp::MatvecO);
     project(w.wo, lora, layer, LoraSite::O, attn_.data(), n, xn_.data(), pool);
+    add_bias(xn_.data(), w.bo, n);  // gpt-oss
   }
   norm_rows(xn_.data(), n, c.dim, w.post_attn_norm, c.rms_eps);
   ProfileScope prof(ProfOp::Residual);
