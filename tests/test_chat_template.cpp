@@ -11,6 +11,7 @@
 
 #include "chat/chat_messages.h"
 #include "chat/chat_template.h"
+#include "chat_template_clock.h"
 #include "chat/jinja/template.h"
 #include "gguf/gguf.h"
 #include "tokenizer/byte_vocab.h"
@@ -21,18 +22,6 @@
 
 namespace kvslim {
 namespace {
-
-std::tm fixed_clock() {
-  std::tm t{};
-  t.tm_year = 2026 - 1900;
-  t.tm_mon = 0;
-  t.tm_mday = 15;
-  t.tm_hour = 9;
-  t.tm_min = 30;
-  t.tm_wday = 4;
-  t.tm_yday = 14;
-  return t;
-}
 
 const nlohmann::ordered_json kMessages = nlohmann::ordered_json::parse(R"([
   {"role": "system", "content": "Be brief."},
@@ -46,7 +35,7 @@ std::string render(const std::string& source, const nlohmann::ordered_json& mess
   options.bos_token = "<s>";
   options.eos_token = "</s>";
   options.add_generation_prompt = generation_prompt;
-  options.clock = fixed_clock;
+  options.clock = testing::corpus_clock;
   return ChatTemplate::parse(source, "test.jinja").render(messages, options);
 }
 

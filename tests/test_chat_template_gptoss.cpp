@@ -15,6 +15,7 @@
 #include <string>
 
 #include "chat/chat_template.h"
+#include "chat_template_clock.h"
 #include "test_models.h"
 #include "util/error.h"
 
@@ -99,26 +100,7 @@ nlohmann::ordered_json cases() {
 ])JSON");
 }
 
-std::string slurp(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 void spit(const fs::path& path, const std::string& text) { std::ofstream(path, std::ios::binary) << text; }
-
-std::tm fixed_clock() {
-  std::tm t{};
-  t.tm_year = 2026 - 1900;
-  t.tm_mon = 0;
-  t.tm_mday = 15;
-  t.tm_hour = 9;
-  t.tm_min = 30;
-  t.tm_wday = 4;
-  t.tm_yday = 14;
-  return t;
-}
 
 TEST(ChatTemplateGptOss, RendersAsPythonJinja2) {
   const char* env = std::getenv("KVSLIM_GPTOSS_TEMPLATE");
@@ -131,7 +113,7 @@ TEST(ChatTemplateGptOss, RendersAsPythonJinja2) {
   const std::string command =
       "python3 '" + script.string() + "' '" + env + "' '" + in.string() + "' '" + out.string() + "'";
   ASSERT_EQ(std::system(command.c_str()), 0) << command;
-  const auto rendered = nlohmann::json::parse(slurp(out));
+  const auto rendered = nlohmann::json::parse(testing::slurp(out));
   const ChatTemplate tmpl = ChatTemplate::from_path(env);
   int same = 0, refused = 0;
   for (const auto& c : cases()) {
@@ -141,7 +123,7 @@ TEST(ChatTemplateGptOss, RendersAsPythonJinja2) {
     options.bos_token = "<|startoftext|>";
     options.eos_token = "<|return|>";
     options.variables = c["variables"];
-    options.clock = fixed_clock;
+    options.clock = testing::corpus_clock;
     const auto& want = rendered.at(id);
     if (want.contains("error")) {
       EXPECT_THROW(tmpl.render(c["messages"], options), Error) << id << " (Python: " << want["error"] << ")";

@@ -13,19 +13,10 @@ namespace kvslim {
 
 namespace {
 
-// y = W x for a block of rows: matrix-vector for one token, matrix-matrix otherwise.
-void linear(const WeightView& w, const float* x, int n, float* y, ThreadPool& pool) {
-  if (n == 1) {
-    matvec(w, x, y, pool);
-  } else {
-    matmul(w, x, n, y, pool);
-  }
-}
-
 // A projection y = W x, plus the adapter's low-rank term when the rows carry one.
 void project(const WeightView& w, const LoraAdapter* lora, int layer, LoraSite site, const float* x, int n, float* y,
              ThreadPool& pool) {
-  linear(w, x, n, y, pool);
+  matmul(w, x, n, y, pool);
   if (lora) lora->apply(layer, site, x, n, y, pool);
 }
 
@@ -150,7 +141,7 @@ const float* Forward::run_embedded(int n, int64_t pos0, KvCache& cache, ThreadPo
   }
   ProfileScope prof(ProfOp::MatvecOutput);
   float* out = all_logits || !last_logits_out ? logits_.data() : last_logits_out;
-  linear(model_.output(), xn_.data(), rows, out, pool);
+  matmul(model_.output(), xn_.data(), rows, out, pool);
   if (const float cap = c.final_logit_softcap; cap > 0)
     for (int64_t i = 0; i < int64_t(rows) * c.n_vocab; ++i) out[i] = cap * std::tanh(out[i] / cap);
   return out;

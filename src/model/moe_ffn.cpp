@@ -10,15 +10,6 @@ namespace kvslim {
 
 namespace {
 
-// y = W x for a block of rows: matrix-vector for one row, matrix-matrix otherwise.
-void linear(const WeightView& w, const float* x, int n, float* y, ThreadPool& pool) {
-  if (n == 1) {
-    matvec(w, x, y, pool);
-  } else {
-    matmul(w, x, n, y, pool);
-  }
-}
-
 // Adds expert e's bias (rows of `width` in `bias`, empty: none) to n rows of y.
 void add_expert_bias(const std::vector<float>& bias, int e, int width, float* y, int n) {
   if (bias.empty()) return;
@@ -87,7 +78,7 @@ MoeFfn::MoeFfn(const MoeConfig& moe, int dim, int max_block) : moe_(moe), dim_(d
 
 void MoeFfn::route(const MoeWeights& w, const float* x, int n, ThreadPool& pool) {
   const int k = moe_.n_experts_used;
-  linear(w.router, x, n, logits_.data(), pool);
+  matmul(w.router, x, n, logits_.data(), pool);
   for (int t = 0; t < n; ++t) {
     float* logits = &logits_[size_t(t) * moe_.n_experts];
     if (!w.router_bias.empty()) add_inplace(logits, w.router_bias.data(), moe_.n_experts);
@@ -169,14 +160,14 @@ void MoeFfn::grouped(const MoeWeights& w, const float* x, int n, float* out, Thr
     if (rows == 0) continue;
     const int32_t* pairs = &order_[size_t(offset_[size_t(e)])];
     for (int r = 0; r < rows; ++r) std::copy_n(x + int64_t(pairs[r] / k) * dim_, dim_, &xg_[size_t(r) * dim_]);
-    linear(w.gate[size_t(e)], xg_.data(), rows, gate_.data(), pool);
-    linear(w.up[size_t(e)], xg_.data(), rows, up_.data(), pool);
+    matmul(w.gate[size_t(e)], xg_.data(), rows, gate_.data(), pool);
+    matmul(w.up[size_t(e)], xg_.data(), rows, up_.data(), pool);
     add_lora(LoraSite::Gate, xg_.data(), rows, gate_.data(), pool);
     add_lora(LoraSite::Up, xg_.data(), rows, up_.data(), pool);
     add_expert_bias(w.gate_bias, e, f, gate_.data(), rows);
     add_expert_bias(w.up_bias, e, f, up_.data(), rows);
     moe_activation(moe_, gate_.data(), up_.data(), int64_t(rows) * f);
-    linear(w.down[size_t(e)], gate_.data(), rows, down_.data(), pool);
+    matmul(w.down[size_t(e)], gate_.data(), rows, down_.data(), pool);
     add_lora(LoraSite::Down, gate_.data(), rows, down_.data(), pool);
     add_expert_bias(w.down_bias, e, dim_, down_.data(), rows);
     for (int r = 0; r < rows; ++r)
