@@ -4,7 +4,7 @@
 #
 #   scripts/parity.sh ARCH [LLAMA_BIN]
 #
-# ARCH: llama, qwen2, qwen3, phi3, smollm3, gemma3 or qwen3moe. LLAMA_BIN (or the env var of that name): a folder
+# ARCH: llama, qwen2, qwen3, phi3, smollm3, gemma3, qwen3moe or gpt-oss. LLAMA_BIN (or the env var of that name): a folder
 # of an existing llama.cpp build holding llama-perplexity, llama-completion and libllama.so; its
 # headers are taken from LLAMA_SRC (default: LLAMA_BIN/../..). This script never builds
 # llama.cpp; it compiles only scripts/llama_logits.cpp, a small client of libllama.
@@ -52,7 +52,15 @@ case "$ARCH" in
     EXTRA=(--experts 16 --experts-used 4)
     FFN=128
     ;;
-  *) echo "error: unsupported architecture '$ARCH' (supported: llama, qwen2, qwen3, phi3, smollm3, gemma3, qwen3moe)" >&2; exit 1 ;;
+  gpt-oss)
+    # gpt-oss's o200k vocabulary is not among the test vectors: GPT-2's stands in. Layers 0 and 2
+    # slide over 64 tokens; 16 experts of width 128, 4 per token; sinks, biases and YaRN as
+    # init-model writes them.
+    VOCAB=$SHARED/tokenizer-vectors/ggml-vocab-gpt-2.gguf
+    EXTRA=(--experts 16 --experts-used 4 --window 64)
+    FFN=128
+    ;;
+  *) echo "error: unsupported architecture '$ARCH' (supported: llama, qwen2, qwen3, phi3, smollm3, gemma3, qwen3moe, gpt-oss)" >&2; exit 1 ;;
 esac
 
 LOGITS=$WORK/llama_logits

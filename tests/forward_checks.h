@@ -36,8 +36,8 @@ inline std::vector<int32_t> test_tokens(int n, int n_vocab) {
 inline std::vector<float> engine_logits(const Model& model, const std::vector<int32_t>& tokens, int block,
                                         int threads = 2, int n_ctx = 0, int page_tokens = 0) {
   ThreadPool pool(threads);
-  PagedKvCache cache = page_tokens > 0 ? PagedKvCache(kv_shape(model.config()), int64_t(tokens.size()), page_tokens)
-                                       : PagedKvCache(kv_shape(model.config()), int64_t(tokens.size()));
+  PagedKvCache cache = page_tokens > 0 ? PagedKvCache(kv_shape(model), int64_t(tokens.size()), page_tokens)
+                                       : PagedKvCache(kv_shape(model), int64_t(tokens.size()));
   Forward forward(model, block, n_ctx);
   const int n_vocab = model.config().n_vocab;
   std::vector<float> all;

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,7 @@
 #include "model/config.h"
 #include "model/gptoss_config.h"
 #include "model/model.h"
+#include "model/moe_weights.h"
 #include "tensor/ops.h"
 #include "random_values.h"
 #include "test_models.h"
@@ -131,7 +133,8 @@ TEST(YarnRope, LlamaCppAttentionFactor) {
 
 // A gpt-oss file built from a tiny llama file (4 layers, dim 64, 4 query / 2 KV heads of 16):
 // its keys renamed to gpt-oss.*, the gpt-oss keys added, q/k/v/o biases, sinks and
-// post_attention_norm added, the dense FFN left out (gpt-oss's is a mixture of experts).
+// post_attention_norm added, the dense FFN replaced by a mixture of 4 experts of width 32, 2 per
+// token, with the router's and experts' biases.
 std::string gptoss_file(const std::string& name, int n_sinks = 4) {
   testing::TinyModel tiny;
   tiny.layers = 4;
@@ -148,12 +151,19 @@ std::string gptoss_file(const std::string& name, int n_sinks = 4) {
   w.set("gpt-oss.rope.scaling.type", gguf::Value::of_string("yarn"));
   w.set("gpt-oss.rope.scaling.factor", gguf::Value::of_f32(32.0f));
   w.set("gpt-oss.rope.scaling.original_context_length", gguf::Value::of_u32(128));
-  auto f32 = [&](const std::string& tensor, size_t n) {
-    std::vector<float> v(n, 0.25f);
+  w.set("gpt-oss.expert_count", gguf::Value::of_u32(4));
+  w.set("gpt-oss.expert_used_count", gguf::Value::of_u32(2));
+  w.set("gpt-oss.expert_feed_forward_length", gguf::Value::of_u32(32));
+  auto f32_dims = [&](const std::string& tensor, std::vector<uint64_t> dims) {
+    size_t n = 1;
+    for (uint64_t d : dims) n *= d;
+    std::vector<float> v(n);
+    for (size_t i = 0; i < n; ++i) v[i] = 0.25f - 0.01f * float(i % 50);  // varied, so routing is not a tie
     std::vector<uint8_t> bytes(n * 4);
     std::memcpy(bytes.data(), v.data(), bytes.size());
-    w.add_tensor(tensor, 0, {uint64_t(n)}, bytes);
+    w.add_tensor(tensor, 0, dims, bytes);
   };
+  auto f32 = [&](const std::string& tensor, size_t n) { f32_dims(tensor, {uint64_t(n)}); };
   for (const gguf::TensorInfo& t : in.tensors()) {
     if (t.name.find("ffn_") != std::string::npos) continue;
     std::vector<uint8_t> bytes(in.tensor_data(t), in.tensor_data(t) + t.n_bytes);
@@ -167,6 +177,14 @@ std::string gptoss_file(const std::string& name, int n_sinks = 4) {
     f32(p + "attn_output.bias", 64);
     f32(p + "attn_sinks.weight", l == 1 ? size_t(n_sinks) : 4);
     f32(p + "post_attention_norm.weight", 64);
+    f32_dims(p + "ffn_gate_inp.weight", {64, 4});
+    f32(p + "ffn_gate_inp.bias", 4);
+    f32_dims(p + "ffn_gate_exps.weight", {64, 32, 4});
+    f32_dims(p + "ffn_up_exps.weight", {64, 32, 4});
+    f32_dims(p + "ffn_down_exps.weight", {32, 64, 4});
+    f32_dims(p + "ffn_gate_exps.bias", {32, 4});
+    f32_dims(p + "ffn_up_exps.bias", {32, 4});
+    f32_dims(p + "ffn_down_exps.bias", {64, 4});
   }
   const std::string out = testing::temp_path(name);
   w.write(out);
@@ -222,9 +240,27 @@ TEST(GptOssConfig, ReadsTheWindowPatternAndYarnAsLlamaCpp) {
   EXPECT_EQ(c3.rope_ext_factor, 0.0f);
 }
 
-TEST(GptOssConfig, LoadsTheAttentionSideAndRefusesTheUnwiredFfn) {
-  // Every attention tensor is present and well-shaped: the error is about the FFN.
-  expect_load_error(gptoss_file("gptoss-load.gguf"), "mixture-of-experts FFN");
+TEST(GptOssConfig, LoadsWithItsMixtureOfExperts) {
+  const std::unique_ptr<Model> model = Model::load(gptoss_file("gptoss-load.gguf"));
+  const ModelConfig& c = model->config();
+  ASSERT_TRUE(c.is_moe());
+  EXPECT_EQ(c.moe.n_experts, 4);
+  EXPECT_EQ(c.moe.n_experts_used, 2);
+  EXPECT_EQ(c.moe.expert_ffn_dim, 32);
+  // llama.cpp fixes gpt-oss's routing and activation; the file does not say them.
+  EXPECT_EQ(c.moe.gating, MoeGating::SoftmaxWeight);
+  EXPECT_EQ(c.moe.activation, MoeActivation::SwigluOai);
+  EXPECT_FALSE(c.moe.normalize_weights);
+  const MoeWeights& moe = model->layers()[3].moe;
+  EXPECT_EQ(moe.router_bias.size(), 4u);
+  EXPECT_EQ(moe.down_bias.size(), 4u * 64);
+  EXPECT_EQ(model->layers()[0].bo.size(), 64u);
+}
+
+TEST(GptOssConfig, ExpertBiasesAreRequired) {
+  const std::string path = gptoss_file("gptoss-biases.gguf");
+  for (const char* name : {"blk.1.ffn_gate_inp.bias", "blk.2.ffn_down_exps.bias"})
+    expect_load_error(edited_copy(path, std::string("gptoss-no-") + name + ".gguf", {}, testing::without(name)), name);
 }
 
 TEST(GptOssConfig, BadFilesGiveErrorsNamingTheKeyOrTensor) {

@@ -48,8 +48,8 @@ struct TinyModel {
   bool tied = false;
   bool rope_freqs = false;
   uint64_t seed = 7;
-  int window = 0, swa_period = 6;     // gemma3's sliding window and layer pattern
-  int experts = 8, experts_used = 2;  // qwen3moe only
+  int window = 0, swa_period = 6;     // gemma3's sliding window and layer pattern (gpt-oss: window only)
+  int experts = 8, experts_used = 2;  // qwen3moe and gpt-oss only
 };
 
 inline std::string make_model(const TinyModel& m) {
@@ -59,7 +59,7 @@ inline std::string make_model(const TinyModel& m) {
   if (std::filesystem::exists(path)) return path;
   RandomModelSpec spec;
   spec.config.arch = m.arch;
-  if (m.arch == Arch::Qwen3Moe) {
+  if (m.arch == Arch::Qwen3Moe || m.arch == Arch::GptOss) {
     spec.config.moe.n_experts = m.experts;
     spec.config.moe.n_experts_used = m.experts_used;
   }

@@ -78,10 +78,11 @@ Outcome run(const Model& model, const std::string& method, int64_t budget, int n
 
 // The suite runs every method on a llama model and on one model of each other architecture, named
 // before the method ("gemma3:snapkv"): gemma3, whose layers 0 and 2 are sliding-window layers of
-// kGemma3Window tokens that no method governs and layers 1 and 3 global; phi3 (fused projections,
+// kSlidingWindow tokens that no method governs and layers 1 and 3 global; phi3 (fused projections,
 // partial RoPE with LongRoPE factors); smollm3 (its fourth layer has no RoPE); qwen3moe (8 experts,
-// 2 per token: the FFN changes, attention does not).
-constexpr int kGemma3Window = 16;
+// 2 per token: the FFN changes, attention does not); gpt-oss (8 experts with biases, attention
+// sinks in every softmax, YaRN, layers 0 and 2 sliding over kSlidingWindow tokens).
+constexpr int kSlidingWindow = 16;
 Arch arch_of(const std::string& param) {
   const size_t colon = param.find(':');
   return colon == std::string::npos ? Arch::Llama : arch_from_name(param.substr(0, colon));
@@ -99,9 +100,10 @@ std::string model_path(int kv_heads, Arch arch = Arch::Llama) {
   m.arch = arch;
   if (arch != Arch::Llama) m.layers = 4;
   if (arch == Arch::Gemma3) {
-    m.window = kGemma3Window;
+    m.window = kSlidingWindow;
     m.swa_period = 2;
   }
+  if (arch == Arch::GptOss) m.window = kSlidingWindow;  // its even layers
   return testing::make_model(m);
 }
 
@@ -147,7 +149,7 @@ TEST_P(PressInvariants, KeptTokensFollowTheBudgetRule) {
         // A sliding-window layer holds the window the next token sees, whatever the method.
         for (int h = 0; h < kv_heads; ++h) {
           std::vector<int64_t> want;
-          for (int64_t p = n_prompt - kGemma3Window + 1; p < n_prompt; ++p) want.push_back(p);
+          for (int64_t p = n_prompt - kSlidingWindow + 1; p < n_prompt; ++p) want.push_back(p);
           EXPECT_EQ(r.kept[l * kv_heads + h], want) << "local layer " << l << " head " << h;
         }
         continue;
@@ -216,6 +218,8 @@ INSTANTIATE_TEST_SUITE_P(AllMethodsOnPhi3, PressInvariants, ::testing::ValuesIn(
 INSTANTIATE_TEST_SUITE_P(AllMethodsOnSmolLM3, PressInvariants, ::testing::ValuesIn(registered_methods_on("smollm3")),
                          [](const auto& info) { return method_of(info.param); });
 INSTANTIATE_TEST_SUITE_P(AllMethodsOnQwen3Moe, PressInvariants, ::testing::ValuesIn(registered_methods_on("qwen3moe")),
+                         [](const auto& info) { return method_of(info.param); });
+INSTANTIATE_TEST_SUITE_P(AllMethodsOnGptOss, PressInvariants, ::testing::ValuesIn(registered_methods_on("gpt-oss")),
                          [](const auto& info) { return method_of(info.param); });
 
 TEST(PressRegistry, UnknownMethodListsTheValidOnes) {

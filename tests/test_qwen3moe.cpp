@@ -11,6 +11,7 @@
 #include <random>
 
 #include "forward_checks.h"
+#include "naive_reference.h"
 #include "model/moe_ffn.h"
 #include "test_models.h"
 
@@ -19,7 +20,10 @@ namespace {
 
 using testing::edited_copy;
 using testing::expect_load_error;
+using testing::matvec;
 using testing::relative_error;
+using testing::rmsnorm;
+using testing::tensor;
 using testing::test_tokens;
 using testing::Vec;
 
@@ -35,33 +39,7 @@ std::string qwen3moe_model(int experts = 8, int used = 2, DType type = DType::F3
   return testing::make_model(m);
 }
 
-// ---- the reference: plain loops over double copies of the weights ----
-
-Vec tensor(const gguf::File& f, const std::string& name) {
-  const gguf::TensorInfo* t = f.find_tensor(name);
-  if (!t) throw std::runtime_error("reference: no tensor " + name);
-  EXPECT_EQ(t->type, uint32_t(gguf::TensorType::F32)) << name;
-  const float* p = reinterpret_cast<const float*>(f.tensor_data(*t));
-  return Vec(p, p + t->n_elements);
-}
-
-// y = W x with W's rows starting at `w` (rows x x.size()).
-Vec matvec(const double* w, size_t rows, const Vec& x) {
-  Vec y(rows, 0.0);
-  for (size_t r = 0; r < rows; ++r)
-    for (size_t c = 0; c < x.size(); ++c) y[r] += w[r * x.size() + c] * x[c];
-  return y;
-}
-Vec matvec(const Vec& w, const Vec& x) { return matvec(w.data(), w.size() / x.size(), x); }
-
-Vec rmsnorm(const Vec& x, const double* w, double eps) {
-  double ss = 0;
-  for (double v : x) ss += v * v;
-  const double inv = 1.0 / std::sqrt(ss / double(x.size()) + eps);
-  Vec y(x.size());
-  for (size_t i = 0; i < x.size(); ++i) y[i] = x[i] * inv * w[i];
-  return y;
-}
+// ---- the reference: plain loops over double copies of the weights (naive_reference.h) ----
 
 void norm_and_rope(Vec& x, int heads, int hd, const Vec& norm, double eps, int64_t pos, double base) {
   for (int h = 0; h < heads; ++h) {

@@ -28,7 +28,8 @@ void add_init_model_command(CLI::App& app) {
   cmd->add_option(
          "--arch", opt->arch,
          "llama, qwen2, qwen3, phi3 (fused QKV and gate/up, LongRoPE), smollm3, gemma3 (sliding-window layers) or "
-         "qwen3moe (mixture of experts: --experts, --experts-used)")
+         "qwen3moe (mixture of experts: --experts, --experts-used) or gpt-oss (experts, attention sinks, sliding "
+         "layers, YaRN)")
       ->capture_default_str();
   cmd->add_option("--layers", c.n_layers, "transformer blocks")->capture_default_str();
   cmd->add_option("--dim", c.dim, "embedding size")->capture_default_str();
@@ -36,8 +37,8 @@ void add_init_model_command(CLI::App& app) {
   cmd->add_option("--kv-heads", c.n_kv_heads, "key/value heads")->capture_default_str();
   cmd->add_option("--head-dim", c.head_dim, "size of each head (0: dim / heads)")->capture_default_str();
   cmd->add_option("--ffn", c.ffn_dim, "feed-forward size (qwen3moe: each expert's)")->capture_default_str();
-  cmd->add_option("--experts", c.moe.n_experts, "qwen3moe: experts per layer")->capture_default_str();
-  cmd->add_option("--experts-used", c.moe.n_experts_used, "qwen3moe: experts each token uses (top k)")
+  cmd->add_option("--experts", c.moe.n_experts, "qwen3moe, gpt-oss: experts per layer")->capture_default_str();
+  cmd->add_option("--experts-used", c.moe.n_experts_used, "qwen3moe, gpt-oss: experts each token uses (top k)")
       ->capture_default_str();
   cmd->add_option("--vocab-from", opt->vocab, "GGUF whose tokenizer is copied (default: a built-in byte vocabulary)");
   cmd->add_option("--type", opt->type,
@@ -54,7 +55,8 @@ void add_init_model_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--rope-dims", opt->spec.rope_dims, "rotated dimensions per head (0: all; phi3: 3/4 of the head)")
       ->capture_default_str();
-  cmd->add_option("--window", opt->spec.sliding_window, "gemma3: sliding window of the local layers (0: none)")
+  cmd->add_option("--window", opt->spec.sliding_window,
+                  "gemma3: sliding window of the local layers (0: none); gpt-oss: of its even layers (0: 128)")
       ->capture_default_str();
   cmd->add_option("--swa-period", opt->spec.swa_period,
                   "gemma3: every N-th layer is global (6, llama.cpp's default, is not written)")
@@ -62,7 +64,8 @@ void add_init_model_command(CLI::App& app) {
   cmd->add_option("-o,--output", opt->out, "output GGUF path")->required();
   cmd->callback([opt] {
     opt->spec.config.arch = arch_from_name(opt->arch);
-    if (opt->spec.config.arch == Arch::Qwen3Moe && opt->spec.config.moe.n_experts == 0) {  // a small default
+    const Arch arch = opt->spec.config.arch;
+    if ((arch == Arch::Qwen3Moe || arch == Arch::GptOss) && opt->spec.config.moe.n_experts == 0) {  // a small default
       opt->spec.config.moe.n_experts = 8;
       opt->spec.config.moe.n_experts_used = 2;
     }

@@ -22,6 +22,10 @@ class KvCache {
   // and block tokens 0..i.
   virtual void attend(int layer, const float* q, int n, float* out, ThreadPool& pool) = 0;
 
+  // Layer `layer`'s attention-sink logits, one per query head, or nullptr when it has none (the
+  // forward pass checks that a model with sinks got a cache that holds them).
+  virtual const float* sinks(int layer) const = 0;
+
   virtual int64_t n_tokens(int layer) const = 0;
   virtual int64_t capacity() const = 0;
   virtual uint64_t bytes_in_use() const = 0;

@@ -76,7 +76,7 @@ class PagedKvCache final : public KvCache {
   bool is_local(int layer) const { return window(layer) > 0; }
   // Layer `layer`'s sink logits (KvShape::layer_sinks), one per query head; nullptr: none. Methods
   // that compute attention rows themselves put them in the denominator as the kernels do.
-  const float* sinks(int layer) const {
+  const float* sinks(int layer) const override {
     return sinks_.empty() || sinks_[size_t(layer)].empty() ? nullptr : sinks_[size_t(layer)].data();
   }
   // Query head q_head's sink logit on `layer`, -inf (no effect on a softmax) without sinks.

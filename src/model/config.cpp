@@ -106,12 +106,19 @@ ModelConfig ModelConfig::from_gguf(const gguf::File& file) {
   }
   read_phi3_smollm3_keys(file, p, c);
   if (c.arch == Arch::GptOss) read_gptoss_config(file, c);
-  if (c.arch == Arch::Qwen3Moe) {
-    MoeConfig qwen3moe;  // llama.cpp: softmax router, the top k's weights renormalised to sum 1
-    qwen3moe.normalize_weights = true;
-    c.moe = read_moe_config(file, p, qwen3moe, c.ffn_dim);
-  }
+  if (c.arch == Arch::Qwen3Moe || c.arch == Arch::GptOss)
+    c.moe = read_moe_config(file, p, moe_defaults(c.arch), c.ffn_dim);
   return c;
+}
+
+MoeConfig moe_defaults(Arch arch) {
+  MoeConfig moe;
+  if (arch == Arch::Qwen3Moe) moe.normalize_weights = true;  // softmax router, the top k's weights sum to 1
+  if (arch == Arch::GptOss) {  // the top k of the router's logits, softmax over those k; clamped SwiGLU
+    moe.gating = MoeGating::SoftmaxWeight;
+    moe.activation = MoeActivation::SwigluOai;
+  }
+  return moe;
 }
 
 void ModelConfig::to_gguf(gguf::Writer& w) const {

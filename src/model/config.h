@@ -80,6 +80,11 @@ struct ModelConfig {
   void to_gguf(gguf::Writer& writer) const;
 };
 
+// How the MoE architectures route and activate as llama.cpp fixes it for them (not read from the
+// file): qwen3moe renormalises the top k's softmax weights, gpt-oss takes the softmax of the top k
+// logits and the clamped SwiGLU. The expert counts and widths are the file's.
+MoeConfig moe_defaults(Arch arch);
+
 // The KV cache's view of the model: its shape, with keys and values stored as `key_type` and
 // `value_type` (f32 by default: training and reference paths compute in f32).
 KvShape kv_shape(const ModelConfig& config, DType key_type = DType::F32, DType value_type = DType::F32);

@@ -177,6 +177,10 @@ void Forward::attention_block(int layer, int n, int64_t pos0, KvCache& cache, Th
   }
   {
     ProfileScope prof(ProfOp::KvAppend);
+    // A cache built from the config alone (kv_shape(config)) lacks the sinks: every softmax would
+    // silently leave them out.
+    if (!w.attn_sinks.empty() && cache.sinks(layer) == nullptr)
+      fail("layer {} has attention sinks but the KV cache holds none (build it with kv_shape(const Model&))", layer);
     cache.append(layer, k_.data(), v_.data(), n, positions_.data());
   }
   {
@@ -187,6 +191,7 @@ void Forward::attention_block(int layer, int n, int64_t pos0, KvCache& cache, Th
   {
     ProfileScope prof(ProfOp::MatvecO);
     project(w.wo, lora, layer, LoraSite::O, attn_.data(), n, xn_.data(), pool);
+    add_bias(xn_.data(), w.bo, n);  // gpt-oss
   }
   norm_rows(xn_.data(), n, c.dim, w.post_attn_norm, c.rms_eps);
   ProfileScope prof(ProfOp::Residual);

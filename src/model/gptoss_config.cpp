@@ -63,11 +63,17 @@ void write_gptoss_config(const ModelConfig& c, gguf::Writer& w) {
     local.push_back(layer_window > 0);
   }
   w.set("gpt-oss.attention.sliding_window", gguf::Value::of_u32(uint32_t(window)));
-  gguf::Value pattern;
-  pattern.type = gguf::ValueType::ARRAY;
-  pattern.array_type = gguf::ValueType::BOOL;
-  for (bool b : local) pattern.array.push_back(gguf::Value::of_bool(b));
-  w.set("gpt-oss.attention.sliding_window_pattern", pattern);
+  // llama.cpp's default layout (even layers slide) is left out, as its converter does: llama.cpp
+  // reads this key as a period only.
+  bool default_layout = true;
+  for (size_t l = 0; l < local.size(); ++l) default_layout = default_layout && local[l] == (l % kDefaultPeriod == 0);
+  if (!default_layout) {
+    gguf::Value pattern;
+    pattern.type = gguf::ValueType::ARRAY;
+    pattern.array_type = gguf::ValueType::BOOL;
+    for (bool b : local) pattern.array.push_back(gguf::Value::of_bool(b));
+    w.set("gpt-oss.attention.sliding_window_pattern", pattern);
+  }
   w.set("gpt-oss.rope.freq_base_swa", gguf::Value::of_f32(c.rope_base_local));
   if (c.rope_ext_factor != 0.0f) {
     w.set("gpt-oss.rope.scaling.type", gguf::Value::of_string("yarn"));

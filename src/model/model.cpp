@@ -98,8 +98,10 @@ std::vector<WeightView> expert_views(const TensorLoader& loader, const std::stri
 }
 
 // A bias per expert ([width, n_experts]) as f32, or empty when the file has none.
-std::vector<float> expert_bias(const TensorLoader& loader, const std::string& name, int64_t width, int n_experts) {
-  if (!loader.find(name)) return {};
+// Absent and not `required`: none.
+std::vector<float> expert_bias(const TensorLoader& loader, const std::string& name, int64_t width, int n_experts,
+                               bool required) {
+  if (!required && !loader.find(name)) return {};
   const gguf::TensorInfo& t = loader.require(name, {uint64_t(width), uint64_t(n_experts)});
   const WeightView w = loader.view(t, n_experts, width);
   std::vector<float> out(size_t(width) * n_experts);
@@ -111,14 +113,16 @@ std::vector<float> expert_bias(const TensorLoader& loader, const std::string& na
 MoeWeights load_moe(const TensorLoader& loader, const std::string& p, const ModelConfig& c) {
   const MoeConfig& m = c.moe;
   MoeWeights w;
+  const bool biases = c.is_gptoss();  // gpt-oss's router and experts always have them (llama.cpp requires them)
   w.router = loader.matrix(p + "ffn_gate_inp.weight", c.dim, m.n_experts);
-  if (loader.find(p + "ffn_gate_inp.bias")) w.router_bias = loader.vector(p + "ffn_gate_inp.bias", m.n_experts);
+  if (biases || loader.find(p + "ffn_gate_inp.bias"))
+    w.router_bias = loader.vector(p + "ffn_gate_inp.bias", m.n_experts);
   w.gate = expert_views(loader, p + "ffn_gate_exps.weight", c.dim, m.expert_ffn_dim, m.n_experts);
   w.up = expert_views(loader, p + "ffn_up_exps.weight", c.dim, m.expert_ffn_dim, m.n_experts);
   w.down = expert_views(loader, p + "ffn_down_exps.weight", m.expert_ffn_dim, c.dim, m.n_experts);
-  w.gate_bias = expert_bias(loader, p + "ffn_gate_exps.bias", m.expert_ffn_dim, m.n_experts);
-  w.up_bias = expert_bias(loader, p + "ffn_up_exps.bias", m.expert_ffn_dim, m.n_experts);
-  w.down_bias = expert_bias(loader, p + "ffn_down_exps.bias", c.dim, m.n_experts);
+  w.gate_bias = expert_bias(loader, p + "ffn_gate_exps.bias", m.expert_ffn_dim, m.n_experts, biases);
+  w.up_bias = expert_bias(loader, p + "ffn_up_exps.bias", m.expert_ffn_dim, m.n_experts, biases);
+  w.down_bias = expert_bias(loader, p + "ffn_down_exps.bias", c.dim, m.n_experts, biases);
   return w;
 }
 
@@ -178,9 +182,7 @@ std::unique_ptr<Model> Model::load(const std::string& path) {
       w.post_ffn_norm = loader.vector(p + "post_ffw_norm.weight", c.dim);
     }
     if (!c.is_gptoss()) w.ffn_norm = loader.vector(p + "ffn_norm.weight", c.dim);  // gpt-oss's: above
-    if (c.is_gptoss()) {
-      // its mixture of experts is refused below
-    } else if (c.is_moe()) {
+    if (c.is_moe()) {
       w.moe = load_moe(loader, p, c);
     } else {
       load_gate_up(loader, p, c, w);
@@ -188,14 +190,6 @@ std::unique_ptr<Model> Model::load(const std::string& path) {
     }
     m.layers_.push_back(std::move(w));
   }
-  // gpt-oss: the attention side above (q/k/v/o biases, sinks, the norm before the FFN) is read and
-  // checked, but its mixture-of-experts FFN is not wired into the forward pass yet: refuse rather
-  // than run something else.
-  if (c.is_gptoss())
-    fail(
-        "{}: architecture 'gpt-oss' is not runnable yet: its mixture-of-experts FFN (ffn_gate_inp, ffn_*_exps) is "
-        "not wired into the forward pass",
-        path);
   m.tokenizer_ = std::make_unique<Tokenizer>(Tokenizer::from_gguf(m.file_));
   if (m.tokenizer_->n_vocab() > c.n_vocab)
     fail("{}: tokenizer has {} tokens but token_embd.weight only {} rows", path, m.tokenizer_->n_vocab(), c.n_vocab);

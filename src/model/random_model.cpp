@@ -8,6 +8,7 @@
 
 #include "gguf/gguf.h"
 #include "model/gemma3_config.h"
+#include "model/gptoss_config.h"
 #include "tokenizer/byte_vocab.h"
 #include "util/error.h"
 #include "util/thread_pool.h"
@@ -30,13 +31,13 @@ void validate(const RandomModelSpec& spec) {
   if (c.dim % block != 0 || c.ffn_dim % block != 0 || c.q_dim() % block != 0)
     fail("{} needs dim, ffn and heads*head_dim to be multiples of {}", dtype_name(spec.type), block);
   if (c.context_length < 1) fail("--ctx must be >= 1");
-  if (c.arch == Arch::Qwen3Moe) {
+  if (c.arch == Arch::Qwen3Moe || c.arch == Arch::GptOss) {
     const MoeConfig& m = c.moe;
     if (m.n_experts < 1 || m.n_experts > 4096) fail("--experts {} must be in [1, 4096]", m.n_experts);
     if (m.n_experts_used < 1 || m.n_experts_used > m.n_experts)
       fail("--experts-used {} must be in [1, --experts {}]", m.n_experts_used, m.n_experts);
   } else if (c.moe.n_experts > 0) {
-    fail("--experts is for qwen3moe (got --arch {})", arch_name(c.arch));
+    fail("--experts is for qwen3moe and gpt-oss (got --arch {})", arch_name(c.arch));
   }
   if (!(c.rope_base > 0)) fail("--rope-base must be > 0");
 }
@@ -103,9 +104,22 @@ void write_random_model(const RandomModelSpec& spec, const std::string& vocab_pa
                                                     std::log(float(c.rope_original_context)))
                              : 1.0f;
   }
-  if (c.arch == Arch::Qwen3Moe) {  // each expert is --ffn wide; llama.cpp fixes the router's gating
+  if (c.arch == Arch::Qwen3Moe || c.arch == Arch::GptOss) {  // each expert is --ffn wide
+    const MoeConfig counts = c.moe;
+    c.moe = moe_defaults(c.arch);
+    c.moe.n_experts = counts.n_experts;
+    c.moe.n_experts_used = counts.n_experts_used;
     c.moe.expert_ffn_dim = c.ffn_dim;
-    c.moe.normalize_weights = true;
+  }
+  if (c.arch == Arch::GptOss) {
+    // As gpt-oss-20b: YaRN x32 over an original context of 4096 tokens, both kinds of layer at the
+    // same base; rope.scaling.attn_factor as its files leave it (1).
+    c.rope_ext_factor = 1.0f;
+    c.rope_freq_scale = 1.0f / 32.0f;
+    c.rope_freq_scale_local = c.rope_freq_scale;
+    c.rope_original_context = 4096;
+    c.rope_attn_factor = yarn_attn_factor(32.0f, 1.0f);
+    c.rope_base_local = c.rope_base;
   }
   validate(s);
   c.layer_window.clear();
@@ -115,8 +129,13 @@ void write_random_model(const RandomModelSpec& spec, const std::string& vocab_pa
     if (s.swa_period < 0) fail("--swa-period must be >= 0 (got {})", s.swa_period);
     for (int l = 0; l < c.n_layers; ++l)
       c.layer_window.push_back(gemma3_layer_is_local(l, s.swa_period) ? s.sliding_window : 0);
+  } else if (c.is_gptoss()) {  // llama.cpp's layout: even layers slide (128 tokens in gpt-oss)
+    const int window = s.sliding_window > 0 ? s.sliding_window : std::min(128, c.context_length);
+    if (window > c.context_length)
+      fail("--window {} is larger than the context length --ctx {}", window, c.context_length);
+    for (int l = 0; l < c.n_layers; ++l) c.layer_window.push_back(l % 2 == 0 ? window : 0);
   } else if (s.sliding_window > 0) {
-    fail("--window is for gemma3 (got --arch {})", arch_name(c.arch));
+    fail("--window is for gemma3 and gpt-oss (got --arch {})", arch_name(c.arch));
   }
 
   gguf::Writer w;
@@ -155,6 +174,10 @@ void write_random_model(const RandomModelSpec& spec, const std::string& vocab_pa
       matrix(p + "attn_v.weight", c.dim, c.kv_dim());
     }
     matrix(p + "attn_output.weight", c.q_dim(), c.dim);
+    if (c.is_gptoss()) {
+      vector(p + "attn_output.bias", c.dim, 0.0f, 0.1f);
+      vector(p + "attn_sinks.weight", c.n_heads, 0.0f, 2.0f);  // logits near the scores' scale
+    }
     if (c.has_qkv_bias()) {
       vector(p + "attn_q.bias", c.q_dim(), 0.0f, 0.1f);
       vector(p + "attn_k.bias", c.kv_dim(), 0.0f, 0.1f);
@@ -168,7 +191,7 @@ void write_random_model(const RandomModelSpec& spec, const std::string& vocab_pa
       vector(p + "post_attention_norm.weight", c.dim, 1.0f, 0.1f);
       vector(p + "post_ffw_norm.weight", c.dim, 1.0f, 0.1f);
     }
-    vector(p + "ffn_norm.weight", c.dim, 1.0f, 0.1f);
+    vector(p + (c.is_gptoss() ? "post_attention_norm.weight" : "ffn_norm.weight"), c.dim, 1.0f, 0.1f);
     if (c.is_moe()) {
       // The router's rows get 4x the matrices' spread (at least 4/sqrt(dim)): with 1/sqrt(dim) its
       // logits are O(1) apart, the softmax nearly flat, and the top k decided by rounding noise.
@@ -183,6 +206,16 @@ void write_random_model(const RandomModelSpec& spec, const std::string& vocab_pa
                    random_matrix(s.type, int64_t(e * f), c.dim, s.weight_std, ++tensor_seed, pool));
       w.add_tensor(p + "ffn_down_exps.weight", type_id, {f, d, e},
                    random_matrix(s.type, int64_t(e * d), c.ffn_dim, s.weight_std, ++tensor_seed, pool));
+      if (c.is_gptoss()) {
+        vector(p + "ffn_gate_inp.bias", c.moe.n_experts, 0.0f, 0.5f);
+        const auto expert_bias = [&](const std::string& name, uint64_t width) {
+          w.add_tensor(name, ggml_type_id(DType::F32), {width, e},
+                       f32_bytes(random_vector(int64_t(width * e), 0.0f, 0.1f, ++tensor_seed)));
+        };
+        expert_bias(p + "ffn_gate_exps.bias", f);
+        expert_bias(p + "ffn_up_exps.bias", f);
+        expert_bias(p + "ffn_down_exps.bias", d);
+      }
       continue;
     }
     if (c.fused_projections()) {
