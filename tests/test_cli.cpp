@@ -57,6 +57,30 @@ TEST(Cli, InfoJsonDescribesTheModel) {
   EXPECT_FALSE(j["kv_bytes_per_token_by_type"].contains("q8_0"));  // head_dim 16: no whole q8_0 blocks
 }
 
+TEST(Cli, InfoJsonNamesExpertsWindowsAndSinks) {
+  testing::TinyModel m;
+  m.arch = Arch::GptOss;
+  m.layers = 4;
+  m.window = 5;
+  m.experts = 8;
+  m.experts_used = 2;
+  const CommandResult r = run("info " + testing::make_model(m) + " --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["architecture"], "gpt-oss");
+  EXPECT_EQ(j["experts"], 8);
+  EXPECT_EQ(j["experts_used"], 2);
+  EXPECT_EQ(j["sliding_window"], 5);
+  EXPECT_EQ(j["sliding_layers"], 2);  // the even ones
+  EXPECT_EQ(j["attention_sinks"], true);
+  // A decoded token reads 2 of the 8 experts of each layer: well under the whole file.
+  EXPECT_LT(j["active_weight_bytes_per_token"].get<uint64_t>(), j["weight_bytes"].get<uint64_t>() / 2);
+  // A dense model has none of these keys.
+  const auto dense = nlohmann::json::parse(run("info " + tiny_model() + " --json").out);
+  EXPECT_FALSE(dense.contains("experts"));
+  EXPECT_FALSE(dense.contains("sliding_window"));
+}
+
 TEST(Cli, BenchJsonReportsMedians) {
   const CommandResult r =
       run("bench -m " + tiny_model() + " --prompt-lengths 16,32 --context-lengths 16 --reps 3 --json");

@@ -3,6 +3,7 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <map>
 #include <memory>
 
@@ -30,7 +31,7 @@ nlohmann::json describe(const Model& model) {
   std::map<std::string, int> tensor_types;
   for (const auto& t : model.file().tensors()) ++tensor_types[gguf::tensor_type_name(t.type)];
   const Tokenizer& tok = model.tokenizer();
-  return {
+  nlohmann::json info = {
       {"path", model.file().path()},
       {"architecture", arch_name(c.arch)},
       {"layers", c.n_layers},
@@ -60,6 +61,19 @@ nlohmann::json describe(const Model& model) {
         {"eos", tok.eos_id()},
         {"add_bos", tok.add_bos_by_default()}}},
   };
+  if (c.is_moe()) {  // what a decoded token reads is k of n experts per layer
+    info["experts"] = c.moe.n_experts;
+    info["experts_used"] = c.moe.n_experts_used;
+    info["expert_ffn_dim"] = c.moe.expert_ffn_dim;
+    info["active_weight_bytes_per_token"] = model.active_weight_bytes_per_token();
+  }
+  const int sliding = int(std::count_if(c.layer_window.begin(), c.layer_window.end(), [](int w) { return w > 0; }));
+  if (sliding > 0) {
+    info["sliding_window"] = *std::max_element(c.layer_window.begin(), c.layer_window.end());
+    info["sliding_layers"] = sliding;
+  }
+  if (c.is_gptoss()) info["attention_sinks"] = true;
+  return info;
 }
 
 }  // namespace
