@@ -160,7 +160,12 @@ void pack_w_panel(const WeightView& w, int64_t r0, int64_t b0, int64_t nbk, int 
         }
         alignas(32) int8_t q[kQ8Block];
         unpack_int8_block(w.type, w.row(r0 + row), b0 + b, q, scales[row], mins[row]);
-        u[j] = _mm256_add_epi8(_mm256_load_si256(reinterpret_cast<const __m256i*>(q)), off);
+        // Read back as the two 16-byte halves most types' unpacking stores: one 32-byte load of
+        // them cannot take its bytes from the pending stores and waits for them to retire.
+        const __m256i levels =
+            _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(q))),
+                                    _mm_load_si128(reinterpret_cast<const __m128i*>(q + 16)), 1);
+        u[j] = _mm256_add_epi8(levels, off);
       }
       for (int p = 0; p < T::kPlanes; ++p) {
         __m256i plane[8];
