@@ -1,4 +1,4 @@
-// Micro-benchmarks of the block-quantised types q4_0 .. q6_k at Llama-3.2-1B shapes.
+// Micro-benchmarks of the block-quantised types q4_0 .. q6_k, iq4_nl and mxfp4 at Llama-3.2-1B shapes.
 //
 // quant_matvec reports GB/s of quantised weights streamed (cycling through >= 256 MiB of copies
 // so every call reads from DRAM, as decode does), on each dot-product path (auto = the best,
@@ -83,8 +83,8 @@ const char* path_name(QuantKernel p) {
 }
 
 const bool registered = [] {
-  const DType types[] = {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q2_K,
-                         DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K};
+  const DType types[] = {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1,   DType::Q2_K, DType::Q3_K,
+                         DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_NL, DType::MXFP4};
   for (DType t : types) {
     for (QuantKernel path : {QuantKernel::Auto, QuantKernel::Avx2, QuantKernel::Scalar}) {
       for (int threads : {1, 2}) {

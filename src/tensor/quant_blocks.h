@@ -6,6 +6,8 @@
 // to 4, 6 or 8 bits against one or two fp16 super-block factors.
 #pragma once
 
+#include <array>
+#include <bit>
 #include <cstdint>
 #include <cstring>
 
@@ -173,12 +175,14 @@ static_assert(sizeof(BlockMXFP4) == 17);
 // 2^(e - 128), the halved scale of an mxfp4 block, exactly: e = 0 and 1 give the f32 subnormals
 // 2^-128 and 2^-127, e >= 2 the normal number with biased exponent e - 1. (e = 255, NaN in the
 // OCP format, reads as 2^127 here as in ggml.)
-inline float e8m0_to_fp32_half(uint8_t e) {
-  const uint32_t bits = e < 2 ? (0x00200000u << e) : (static_cast<uint32_t>(e - 1) << 23);
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
+// Read from a 256-entry table: one load in the decode kernels' per-block chain, where the
+// branch, shift and register move of the formula showed.
+inline constexpr std::array<float, 256> kE8M0Half = [] {
+  std::array<float, 256> t{};
+  for (uint32_t e = 0; e < 256; ++e) t[e] = std::bit_cast<float>(e < 2 ? (0x00200000u << e) : ((e - 1) << 23));
+  return t;
+}();
+inline float e8m0_to_fp32_half(uint8_t e) { return kE8M0Half[e]; }
 
 // q8_K, the activation type of the K-quant dot products (never stored in model files):
 // value i = d * qs[i]; bsums[k] = sum of qs[16 k .. 16 k + 15] (lets the kernels apply the
