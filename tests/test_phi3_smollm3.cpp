@@ -16,6 +16,7 @@
 #include "model/forward.h"
 #include "model/model.h"
 #include "forward_checks.h"
+#include "naive_reference.h"
 #include "test_models.h"
 #include "util/error.h"
 
@@ -26,6 +27,7 @@ using testing::edited_copy;
 using testing::engine_logits;
 using testing::expect_load_error;
 using testing::relative_error;
+using testing::rmsnorm;
 using testing::test_tokens;
 using testing::Vec;
 
@@ -53,15 +55,6 @@ Matrix read(const gguf::File& f, const std::string& name) {
   const float* p = reinterpret_cast<const float*>(f.tensor_data(*t));
   m.data.assign(p, p + m.rows * m.cols);
   return m;
-}
-
-Vec rmsnorm(const Vec& x, const Vec& w, double eps) {
-  double ss = 0;
-  for (double v : x) ss += v * v;
-  const double inv = 1.0 / std::sqrt(ss / double(x.size()) + eps);
-  Vec y(x.size());
-  for (size_t i = 0; i < x.size(); ++i) y[i] = x[i] * inv * w[i];
-  return y;
 }
 
 struct RefConfig {
@@ -132,7 +125,7 @@ std::vector<Vec> reference_logits(const std::string& path, const std::vector<int
     const bool rope = phi3 || (l + 1) % 4 != 0;
     std::vector<Vec> q(n), k(n), v(n);
     for (size_t t = 0; t < n; ++t) {
-      const Vec h = rmsnorm(x[t], attn_norm.data, c.eps);
+      const Vec h = rmsnorm(x[t], attn_norm.data.data(), c.eps);
       q[t] = phi3 ? qkv.row_range(0, q_dim, h) : wq.times(h);
       k[t] = phi3 ? qkv.row_range(q_dim, kv_dim, h) : wk.times(h);
       v[t] = phi3 ? qkv.row_range(q_dim + kv_dim, kv_dim, h) : wv.times(h);
@@ -158,7 +151,7 @@ std::vector<Vec> reference_logits(const std::string& path, const std::vector<int
       }
       const Vec o = wo.times(attn);
       for (int i = 0; i < c.dim; ++i) x[t][i] += o[i];
-      const Vec h = rmsnorm(x[t], ffn_norm.data, c.eps);
+      const Vec h = rmsnorm(x[t], ffn_norm.data.data(), c.eps);
       // Phi-3's ffn_up holds the gate rows, then the up rows.
       const Vec g = phi3 ? wu.row_range(0, c.ffn, h) : wg.times(h);
       const Vec u = phi3 ? wu.row_range(c.ffn, c.ffn, h) : wu.times(h);
@@ -170,7 +163,7 @@ std::vector<Vec> reference_logits(const std::string& path, const std::vector<int
   }
   const Vec out_norm = read(f, "output_norm.weight").data;
   std::vector<Vec> logits(n);
-  for (size_t t = 0; t < n; ++t) logits[t] = out.times(rmsnorm(x[t], out_norm, c.eps));
+  for (size_t t = 0; t < n; ++t) logits[t] = out.times(rmsnorm(x[t], out_norm.data(), c.eps));
   return logits;
 }
 

@@ -131,6 +131,21 @@ float dot_legacy(const uint8_t* row, const QuantActivations& xa, size_t pf) {
   return hsum256(_mm256_add_ps(accs[0], accs[1])) + corr;
 }
 
+// The sum over a row's nb blocks of block(b, acc) (which adds block b's f32 dot product to acc),
+// two blocks per step in two accumulators, prefetching pf bytes ahead once per step.
+template <class Block, class BlockDot>
+inline float sum_block_pairs(const Block* blocks, int64_t nb, size_t pf, BlockDot&& block) {
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  int64_t b = 0;
+  for (; b + 2 <= nb; b += 2) {
+    _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(blocks + b) + pf), _MM_HINT_T0);
+    acc0 = block(b, acc0);
+    acc1 = block(b + 1, acc1);
+  }
+  if (b < nb) acc0 = block(b, acc0);
+  return hsum256(_mm256_add_ps(acc0, acc1));
+}
+
 // iq4_nl and mxfp4 (table types: each with its level table and scale): two blocks per step in
 // two accumulators, as dot_q4_0_avx2. The levels' magnitudes meet the activations carrying the
 // levels' signs. A loop of its own: in dot_legacy's shape (one accumulator picked by the block's
@@ -154,15 +169,7 @@ float dot_table4(const uint8_t* row, const QuantActivations& xa, size_t pf) {
     }
     return _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_set1_ps(d * xa.d[b]), acc);
   };
-  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-  int64_t b = 0;
-  for (; b + 2 <= nb; b += 2) {
-    _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(blocks + b) + pf), _MM_HINT_T0);
-    acc0 = block(b, acc0);
-    acc1 = block(b + 1, acc1);
-  }
-  if (b < nb) acc0 = block(b, acc0);
-  return hsum256(_mm256_add_ps(acc0, acc1));
+  return sum_block_pairs(blocks, nb, pf, block);
 }
 
 #if defined(KVSLIM_QDOT_VNNI) && defined(KVSLIM_HAS_AVX512F) && defined(KVSLIM_HAS_AVX512BW) && \
@@ -430,15 +437,7 @@ float dot_q4_0_avx2(const uint8_t* row, const QuantActivations& xa, size_t pf) {
         _mm256_add_epi32(init, _mm256_madd_epi16(_mm256_maddubs_epi16(nibbles32(blocks[b].qs), x), ones));
     return _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_set1_ps(h2f(blocks[b].d) * xa.d[b]), acc);
   };
-  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-  int64_t b = 0;
-  for (; b + 2 <= nb; b += 2) {
-    _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(blocks + b) + pf), _MM_HINT_T0);
-    acc0 = block(b, acc0);
-    acc1 = block(b + 1, acc1);
-  }
-  if (b < nb) acc0 = block(b, acc0);
-  return hsum256(_mm256_add_ps(acc0, acc1));
+  return sum_block_pairs(blocks, nb, pf, block);
 }
 
 template <bool kVnni>
