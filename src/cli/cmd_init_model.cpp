@@ -36,7 +36,7 @@ void add_init_model_command(CLI::App& app) {
   cmd->add_option("--heads", c.n_heads, "query heads")->capture_default_str();
   cmd->add_option("--kv-heads", c.n_kv_heads, "key/value heads")->capture_default_str();
   cmd->add_option("--head-dim", c.head_dim, "size of each head (0: dim / heads)")->capture_default_str();
-  cmd->add_option("--ffn", c.ffn_dim, "feed-forward size (qwen3moe: each expert's)")->capture_default_str();
+  cmd->add_option("--ffn", c.ffn_dim, "feed-forward size (qwen3moe, gpt-oss: each expert's)")->capture_default_str();
   cmd->add_option("--experts", c.moe.n_experts, "qwen3moe, gpt-oss: experts per layer")->capture_default_str();
   cmd->add_option("--experts-used", c.moe.n_experts_used, "qwen3moe, gpt-oss: experts each token uses (top k)")
       ->capture_default_str();
