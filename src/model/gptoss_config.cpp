@@ -16,6 +16,8 @@ constexpr int kDefaultPeriod = 2;
 
 }  // namespace
 
+bool gptoss_layer_slides(int layer) { return gemma3_layer_is_local(layer, kDefaultPeriod); }
+
 float yarn_attn_factor(float factor, float attn_factor) {
   const float mscale = factor <= 1.0f ? 1.0f : 0.1f * std::log(factor) + 1.0f;
   return mscale / (1.0f + 0.1f * std::log(factor)) * attn_factor;
@@ -66,7 +68,7 @@ void write_gptoss_config(const ModelConfig& c, gguf::Writer& w) {
   // llama.cpp's default layout (even layers slide) is left out, as its converter does: llama.cpp
   // reads this key as a period only.
   bool default_layout = true;
-  for (size_t l = 0; l < local.size(); ++l) default_layout = default_layout && local[l] == (l % kDefaultPeriod == 0);
+  for (size_t l = 0; l < local.size(); ++l) default_layout = default_layout && local[l] == gptoss_layer_slides(int(l));
   if (!default_layout) {
     gguf::Value pattern;
     pattern.type = gguf::ValueType::ARRAY;

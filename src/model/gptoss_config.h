@@ -20,6 +20,10 @@ void read_gptoss_config(const gguf::File& file, ModelConfig& c);
 // RoPE base, YaRN scaling).
 void write_gptoss_config(const ModelConfig& c, gguf::Writer& writer);
 
+// Whether `layer` slides in llama.cpp's default gpt-oss layout (no pattern key: period 2, so the
+// even layers slide and the odd ones are full).
+bool gptoss_layer_slides(int layer);
+
 // llama.cpp's yarn_attn_factor for a YaRN factor (1 / freq_scale) and the file's
 // rope.scaling.attn_factor: get_mscale(factor) / (1 + 0.1 ln factor) * attn_factor, where
 // get_mscale(f) = 1 + 0.1 ln f for f > 1, else 1. (ggml's rope_yarn multiplies the rotated values

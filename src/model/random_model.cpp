@@ -129,11 +129,11 @@ void write_random_model(const RandomModelSpec& spec, const std::string& vocab_pa
     if (s.swa_period < 0) fail("--swa-period must be >= 0 (got {})", s.swa_period);
     for (int l = 0; l < c.n_layers; ++l)
       c.layer_window.push_back(gemma3_layer_is_local(l, s.swa_period) ? s.sliding_window : 0);
-  } else if (c.is_gptoss()) {  // llama.cpp's layout: even layers slide (128 tokens in gpt-oss)
+  } else if (c.is_gptoss()) {  // llama.cpp's default layout, 128 tokens in gpt-oss
     const int window = s.sliding_window > 0 ? s.sliding_window : std::min(128, c.context_length);
     if (window > c.context_length)
       fail("--window {} is larger than the context length --ctx {}", window, c.context_length);
-    for (int l = 0; l < c.n_layers; ++l) c.layer_window.push_back(l % 2 == 0 ? window : 0);
+    for (int l = 0; l < c.n_layers; ++l) c.layer_window.push_back(gptoss_layer_slides(l) ? window : 0);
   } else if (s.sliding_window > 0) {
     fail("--window is for gemma3 and gpt-oss (got --arch {})", arch_name(c.arch));
   }
