@@ -73,12 +73,18 @@ TEST(Cli, InfoJsonNamesExpertsWindowsAndSinks) {
   EXPECT_EQ(j["sliding_window"], 5);
   EXPECT_EQ(j["sliding_layers"], 2);  // the even ones
   EXPECT_EQ(j["attention_sinks"], true);
+  // KV per token of context: the two layers without a window; the window layers hold 2 x 5 tokens.
+  const uint64_t layer_token = uint64_t(j["kv_heads"].get<int>()) * 2 * j["head_dim"].get<int>() * 4;
+  EXPECT_EQ(j["kv_bytes_per_token"], 2 * layer_token);
+  EXPECT_EQ(j["kv_bytes_windows"], 2 * 5 * layer_token);
+  EXPECT_EQ(j["kv_bytes_windows_by_type"]["f16"], 2 * 5 * layer_token / 2);
   // A decoded token reads 2 of the 8 experts of each layer: well under the whole file.
   EXPECT_LT(j["active_weight_bytes_per_token"].get<uint64_t>(), j["weight_bytes"].get<uint64_t>() / 2);
   // A dense model has none of these keys.
   const auto dense = nlohmann::json::parse(run("info " + tiny_model() + " --json").out);
   EXPECT_FALSE(dense.contains("experts"));
   EXPECT_FALSE(dense.contains("sliding_window"));
+  EXPECT_FALSE(dense.contains("kv_bytes_windows"));
 }
 
 TEST(Cli, BenchJsonReportsMedians) {

@@ -17,13 +17,32 @@ namespace {
 
 // Keys and values of every layer and KV head for one token, per KV page type
 // (--cache-type-k/-v); q8_0 only when the head size is a multiple of 32.
-nlohmann::json kv_bytes_by_type(const ModelConfig& c) {
-  nlohmann::json out = nlohmann::json::object();
+// KV sizes per page type. A sliding-window layer keeps K and V of its last `window` tokens only,
+// so per token of context only the layers without a window grow (kv_bytes_per_token), and the
+// window layers hold at most kv_bytes_windows in all, whatever the context.
+void add_kv_sizes(const ModelConfig& c, nlohmann::json& info) {
+  int full_layers = 0;
+  uint64_t window_tokens = 0;  // summed over the window layers
+  for (int l = 0; l < c.n_layers; ++l) {
+    if (c.is_local_layer(l)) {
+      window_tokens += uint64_t(c.layer_window[size_t(l)]);
+    } else {
+      ++full_layers;
+    }
+  }
+  nlohmann::json per_token = nlohmann::json::object(), windows = nlohmann::json::object();
   for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0}) {
     if (t == DType::Q8_0 && c.head_dim % kQ8Block != 0) continue;
-    out[dtype_name(t)] = uint64_t(c.n_layers) * c.n_kv_heads * 2 * kv_row_bytes(t, c.head_dim);
+    const uint64_t layer_token = uint64_t(c.n_kv_heads) * 2 * kv_row_bytes(t, c.head_dim);  // K and V
+    per_token[dtype_name(t)] = uint64_t(full_layers) * layer_token;
+    windows[dtype_name(t)] = window_tokens * layer_token;
   }
-  return out;
+  info["kv_bytes_per_token"] = per_token["f32"];  // f32 pages
+  info["kv_bytes_per_token_by_type"] = per_token;
+  if (window_tokens > 0) {
+    info["kv_bytes_windows"] = windows["f32"];
+    info["kv_bytes_windows_by_type"] = windows;
+  }
 }
 
 nlohmann::json describe(const Model& model) {
@@ -51,8 +70,6 @@ nlohmann::json describe(const Model& model) {
       {"output_type", dtype_name(model.output().type)},
       {"tensors", model.file().tensors().size()},
       {"weight_bytes", model.weight_bytes()},
-      {"kv_bytes_per_token", model.kv_bytes_per_token()},  // f32 pages
-      {"kv_bytes_per_token_by_type", kv_bytes_by_type(c)},
       {"tokenizer",
        {{"model", tok.model_name()},
         {"pre", tok.pre_name()},
@@ -73,6 +90,7 @@ nlohmann::json describe(const Model& model) {
     info["sliding_layers"] = sliding;
   }
   if (c.is_gptoss()) info["attention_sinks"] = true;
+  add_kv_sizes(c, info);
   return info;
 }
 

@@ -237,6 +237,4 @@ uint64_t Model::active_weight_bytes_per_token() const {
   return total;
 }
 
-uint64_t Model::kv_bytes_per_token() const { return uint64_t(config_.n_layers) * 2 * config_.kv_dim() * sizeof(float); }
-
 }  // namespace kvslim

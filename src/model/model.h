@@ -50,8 +50,6 @@ class Model {
   // Weight bytes one decoded token reads: attention, norms, the router and k experts of every
   // layer, one embedding row and the output matrix (weight_bytes() minus the k-of-n experts unused).
   uint64_t active_weight_bytes_per_token() const;
-  // f32 K and V of one token over all layers.
-  uint64_t kv_bytes_per_token() const;
 
  private:
   explicit Model(gguf::File file) : file_(std::move(file)) {}
