@@ -32,6 +32,7 @@ std::vector<QuantKernel> paths_at(Isa isa) {
   switch (isa) {
     case Isa::Scalar: return {QuantKernel::Scalar};
     case Isa::Avx2: return {QuantKernel::Avx2, QuantKernel::Scalar};
+    case Isa::AvxVnni:
     case Isa::Avx512:
     case Isa::Avx512Bf16: return {QuantKernel::Vnni, QuantKernel::Avx2, QuantKernel::Scalar};
     case Isa::Neon:

@@ -12,6 +12,12 @@ namespace isa_scalar {
 namespace isa_avx2 {
 #include "kv/attention_isa.inc"
 }
+namespace isa_avxvnni {
+#include "kv/attention_isa.inc"
+}
+namespace isa_avxvnni_check {  // the tests' copy of avxvnni, vpdpbusd emulated (isa_begin.h)
+#include "kv/attention_isa.inc"
+}
 namespace isa_avx512 {
 #include "kv/attention_isa.inc"
 }

@@ -20,11 +20,11 @@ std::atomic<int> g_active_isa{-1};
 
 namespace {
 
-constexpr Isa kAllIsas[] = {Isa::Scalar, Isa::Avx2,    Isa::Avx512,  Isa::Avx512Bf16,
-                            Isa::Neon,   Isa::NeonDot, Isa::NeonI8mm};
+constexpr Isa kAllIsas[] = {Isa::Scalar,     Isa::Avx2, Isa::AvxVnni, Isa::Avx512,
+                            Isa::Avx512Bf16, Isa::Neon, Isa::NeonDot, Isa::NeonI8mm};
 
 #if defined(__x86_64__)
-constexpr Isa kCompiled[] = {Isa::Scalar, Isa::Avx2, Isa::Avx512, Isa::Avx512Bf16};
+constexpr Isa kCompiled[] = {Isa::Scalar, Isa::Avx2, Isa::AvxVnni, Isa::Avx512, Isa::Avx512Bf16};
 #elif defined(__aarch64__)
 constexpr Isa kCompiled[] = {Isa::Scalar, Isa::Neon, Isa::NeonDot, Isa::NeonI8mm};
 #else
@@ -33,7 +33,7 @@ constexpr Isa kCompiled[] = {Isa::Scalar};
 
 // The CPU's extensions that decide a level, read once.
 struct Features {
-  bool avx2 = false, fma = false, f16c = false;
+  bool avx2 = false, fma = false, f16c = false, avxvnni = false;
   bool avx512 = false, avx512vnni = false, avx512bf16 = false, avx512vbmi = false;
   bool neon = false, fp16 = false, dotprod = false, i8mm = false;
 };
@@ -47,6 +47,7 @@ Features detect() {
   f.avx2 = __builtin_cpu_supports("avx2");
   f.fma = __builtin_cpu_supports("fma");
   f.f16c = __builtin_cpu_supports("f16c");
+  f.avxvnni = __builtin_cpu_supports("avxvnni");
   f.avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
              __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
   f.avx512vnni = __builtin_cpu_supports("avx512vnni");
@@ -105,6 +106,7 @@ const char* isa_name(Isa isa) {
   switch (isa) {
     case Isa::Scalar: return "scalar";
     case Isa::Avx2: return "avx2";
+    case Isa::AvxVnni: return "avxvnni";
     case Isa::Avx512: return "avx512";
     case Isa::Avx512Bf16: return "avx512bf16";
     case Isa::Neon: return "neon";
@@ -130,6 +132,7 @@ bool cpu_supports(Isa isa) {
   switch (isa) {
     case Isa::Scalar: return true;
     case Isa::Avx2: return f.avx2 && f.fma && f.f16c;
+    case Isa::AvxVnni: return cpu_supports(Isa::Avx2) && f.avxvnni;
     case Isa::Avx512: return cpu_supports(Isa::Avx2) && f.avx512 && f.avx512vnni;
     case Isa::Avx512Bf16: return cpu_supports(Isa::Avx512) && f.avx512bf16 && f.avx512vbmi;
     case Isa::Neon: return f.neon && f.fp16;
@@ -185,6 +188,7 @@ std::string cpu_description() {
   add(f.avx2, "avx2");
   add(f.fma, "fma");
   add(f.f16c, "f16c");
+  add(f.avxvnni, "avxvnni");
   add(f.avx512, "avx512f/bw/vl/dq");
   add(f.avx512vnni, "avx512vnni");
   add(f.avx512bf16, "avx512bf16");

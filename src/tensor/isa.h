@@ -17,10 +17,14 @@
 
 namespace kvslim {
 
-// Lowest first. A level includes every level before it of the same architecture.
+// Lowest first. A level includes every level before it of the same architecture, except that
+// Avx512 does not need AvxVnni (Ice Lake and Zen 4 have AVX-512 VNNI but not the VEX-encoded
+// AVX-VNNI).
 enum class Isa {
   Scalar,      // the architecture's baseline: portable C++ (auto-vectorised with SSE2 / NEON)
   Avx2,        // x86: AVX2 + FMA + F16C (Haswell, Zen 1 and later)
+  AvxVnni,     // x86: Avx2 + AVX-VNNI, vpdpbusd on 256-bit registers (Alder Lake and later client
+               // CPUs, Sierra Forest, Zen 5)
   Avx512,      // x86: AVX-512 F/BW/VL/DQ + VNNI (Cascade Lake, Ice Lake, Zen 4 and later)
   Avx512Bf16,  // x86: Avx512 + BF16 + VBMI (Sapphire Rapids, Zen 4 and later); AMX-INT8 when usable
   Neon,        // aarch64: NEON with fp16 conversions (every aarch64 CPU)

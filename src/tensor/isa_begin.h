@@ -37,6 +37,24 @@
 #define KVSLIM_HAS_FMA 1
 #define KVSLIM_HAS_F16C 1
 
+#elif defined(KVSLIM_ISA_BUILD_AVXVNNI) || defined(KVSLIM_ISA_BUILD_AVXVNNI_CHECK)
+// AVX2 plus AVX-VNNI's vpdpbusd on ymm registers. AVXVNNI_CHECK is the same code for the tests
+// only (kvslim_avxvnni_check): vpdpbusd replaced by an exact AVX2 emulation (simd.h's
+// dpbusd256), so that every AVX-VNNI code path can be run and checked on a CPU without AVX-VNNI.
+#if defined(KVSLIM_ISA_BUILD_AVXVNNI)
+#define KVSLIM_ISA_NS isa_avxvnni
+#pragma GCC target("avx2,fma,f16c,bmi,bmi2,lzcnt,popcnt,avxvnni")
+#else
+#define KVSLIM_ISA_NS isa_avxvnni_check
+#pragma GCC target("avx2,fma,f16c,bmi,bmi2,lzcnt,popcnt")
+#define KVSLIM_AVXVNNI_EMULATED 1
+#endif
+#define KVSLIM_HAS_AVX 1
+#define KVSLIM_HAS_AVX2 1
+#define KVSLIM_HAS_FMA 1
+#define KVSLIM_HAS_F16C 1
+#define KVSLIM_HAS_AVXVNNI 1
+
 #elif defined(KVSLIM_ISA_BUILD_AVX512) || defined(KVSLIM_ISA_BUILD_AVX512BF16)
 #if defined(KVSLIM_ISA_BUILD_AVX512)
 #define KVSLIM_ISA_NS isa_avx512

@@ -474,7 +474,13 @@ void matmul_q8(const WeightView& w, const float* x, int64_t n, float* y, ThreadP
 
 bool matmul_q8_available() { return true; }
 
-const char* matmul_q8_kernel() { return "avx2 int8 gemm (maddubs, 4x16 / 4x8 for q8_0 and iq4)"; }
+const char* matmul_q8_kernel() {
+#if defined(KVSLIM_HAS_AVXVNNI)
+  return "avx-vnni int8 gemm (vpdpbusd, 4x16 / 4x8 for q8_0 and iq4)";
+#else
+  return "avx2 int8 gemm (maddubs, 4x16 / 4x8 for q8_0 and iq4)";
+#endif
+}
 
 // Auto and Vnni (the level's vector kernel) run the AVX2 kernel; there is no AMX here.
 void matmul_q8(const WeightView& w, const float* x, int64_t n, float* y, ThreadPool& pool, Int8Gemm path) {

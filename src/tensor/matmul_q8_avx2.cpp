@@ -1,4 +1,4 @@
-// Int8 GEMM for AVX2 without VNNI: the same weight types, the same activation quantisation and
+// Int8 GEMM for AVX2 (and AVX-VNNI, below): the same weight types, the same activation quantisation and
 // the same f32 steps as the AVX-512 VNNI kernel of matmul_q8.cpp, so where both exist they give
 // identical bits.
 //
@@ -28,6 +28,10 @@
 // [plane][quad][row][4 bytes] levels plus f32 scales and mins [row]. The micro-kernel keeps
 // kMR x kNRV int16 chain sums in registers while it walks a chain of quads: per quad it loads
 // kNRV weight vectors (8 rows x 4 levels each) and broadcasts each token's 4 activations.
+//
+// At the avxvnni level the same layouts and steps run with vpdpbusd in place of vpmaddubsw: the
+// int32 sums take each quad directly (no int16 chains, no widening), so the results are the
+// AVX2 kernel's bits.
 #include <algorithm>
 #include <cstring>
 #include <utility>
@@ -198,6 +202,47 @@ template <class T, int kC>
                                              __m256i (&isum)[T::kMR][T::kNRV]) {
   constexpr int kMR = T::kMR, kNRV = T::kNRV, kNR = T::kNR, kPlanes = T::kPlanes;
   constexpr int q0 = kC * T::kChain;
+#if defined(KVSLIM_HAS_AVXVNNI)
+  // vpdpbusd adds each quad's four products into int32 without saturating: the sums run in int32
+  // from the start (plane 1 apart, weighted by 16 at the end), the same integers as the int16 chains.
+  __m256i acc[kPlanes][kMR][kNRV];
+#pragma GCC unroll 8
+  for (int t = 0; t < kMR; ++t) {
+#pragma GCC unroll 4
+    for (int v = 0; v < kNRV; ++v) {
+      acc[0][t][v] = kC == 0 ? _mm256_set1_epi32(xcorr[t]) : isum[t][v];
+      if constexpr (kPlanes == 2) acc[1][t][v] = _mm256_setzero_si256();
+    }
+  }
+#pragma GCC unroll 8
+  for (int qd = q0; qd < q0 + T::kChain; ++qd) {
+    __m256i wv[kPlanes][kNRV];
+#pragma GCC unroll 2
+    for (int p = 0; p < kPlanes; ++p) {
+#pragma GCC unroll 4
+      for (int v = 0; v < kNRV; ++v) {
+        wv[p][v] = _mm256_load_si256(reinterpret_cast<const __m256i*>(wb + ((p * 8 + qd) * kNR + 8 * v) * 4));
+      }
+    }
+    const auto* xq = reinterpret_cast<const int32_t*>(xb + qd * kMR * 4);
+#pragma GCC unroll 8
+    for (int t = 0; t < kMR; ++t) {
+      const __m256i xv = _mm256_set1_epi32(xq[t]);
+#pragma GCC unroll 2
+      for (int p = 0; p < kPlanes; ++p) {
+#pragma GCC unroll 4
+        for (int v = 0; v < kNRV; ++v) acc[p][t][v] = dpbusd256(acc[p][t][v], wv[p][v], xv);
+      }
+    }
+  }
+#pragma GCC unroll 8
+  for (int t = 0; t < kMR; ++t) {
+#pragma GCC unroll 4
+    for (int v = 0; v < kNRV; ++v) {
+      isum[t][v] = kPlanes == 2 ? _mm256_add_epi32(acc[0][t][v], _mm256_slli_epi32(acc[1][t][v], 4)) : acc[0][t][v];
+    }
+  }
+#else
   __m256i chain[kPlanes][kMR][kNRV];  // int16 pair sums of this chain of quads
 #pragma GCC unroll 8
   for (int qd = q0; qd < q0 + T::kChain; ++qd) {
@@ -234,6 +279,7 @@ template <class T, int kC>
       isum[t][v] = kC == 0 ? _mm256_add_epi32(_mm256_set1_epi32(xcorr[t]), wide) : _mm256_add_epi32(isum[t][v], wide);
     }
   }
+#endif
 }
 
 template <class T>

@@ -308,16 +308,21 @@ inline float dot_row_q8(const uint8_t* row, const detail::Q8Activations& xa, int
 
 // AVX2 has no u8 x s8 dot with int32 sums of 4, and maddubs saturates at int16: the weights'
 // signs move onto x (sign_epi8), so maddubs multiplies |w| <= 127 by x * sign(w), exact pairs of
-// at most 2 * 127 * 127. Two blocks per step in two accumulators, prefetched pf bytes ahead.
+// at most 2 * 127 * 127 (AVX-VNNI's vpdpbusd takes the same operands and sums into int32 in one
+// instruction). Two blocks per step in two accumulators, prefetched pf bytes ahead.
 inline float dot_row_q8(const uint8_t* row, const detail::Q8Activations& xa, int64_t nb, size_t pf) {
   __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-  const __m256i ones = _mm256_set1_epi16(1);
   const auto* blocks = reinterpret_cast<const BlockQ8_0*>(row);
   auto block_dot = [&](int64_t b) {
     const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xa.q + b * kQ8Block));
     const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blocks[b].q));
+#if defined(KVSLIM_HAS_AVXVNNI)
+    return _mm256_cvtepi32_ps(
+        detail::dpbusd256(_mm256_setzero_si256(), _mm256_sign_epi8(w, w), _mm256_sign_epi8(xq, w)));
+#else
     const __m256i p16 = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(xq, w));
-    return _mm256_cvtepi32_ps(_mm256_madd_epi16(p16, ones));
+    return _mm256_cvtepi32_ps(_mm256_madd_epi16(p16, _mm256_set1_epi16(1)));
+#endif
   };
   int64_t b = 0;
   for (; b + 2 <= nb; b += 2) {
@@ -556,6 +561,8 @@ const char* matvec_kernel(DType type) {
     case DType::Q8_0:
 #if defined(KVSLIM_AVX512_VNNI)
       return "avx512-vnni int8 dot";
+#elif defined(KVSLIM_HAS_AVXVNNI)
+      return "avx-vnni int8 dot";
 #elif defined(KVSLIM_HAS_AVX2)
       return "avx2 int8 dot";
 #elif defined(KVSLIM_HAS_NEON)
@@ -565,7 +572,11 @@ const char* matvec_kernel(DType type) {
 #endif
     default:
       switch (detail::resolve_quant_kernel(QuantKernel::Auto)) {
+#if defined(KVSLIM_HAS_AVXVNNI)
+        case QuantKernel::Vnni: return "avx-vnni int8 dot";
+#else
         case QuantKernel::Vnni: return "avx512-vnni int8 dot";
+#endif
         case QuantKernel::Avx2: return "avx2 int8 dot";
 #if defined(KVSLIM_HAS_NEON)
         case QuantKernel::Neon: return kNeonInt8Dot;

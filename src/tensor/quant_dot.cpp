@@ -133,7 +133,7 @@ bool quant_kernel_available(QuantKernel path) {
       return false;
 #endif
     case QuantKernel::Vnni:
-#if defined(KVSLIM_HAS_AVX512VNNI) && defined(KVSLIM_HAS_AVX512VL)
+#if (defined(KVSLIM_HAS_AVX512VNNI) && defined(KVSLIM_HAS_AVX512VL)) || defined(KVSLIM_HAS_AVXVNNI)
       return true;
 #else
       return false;
@@ -157,7 +157,7 @@ QuantKernel resolve_quant_kernel(QuantKernel path) {
   }
   if (!quant_kernel_available(path)) {
     fail("the {} dot-product path is not available at the {} level",
-         path == QuantKernel::Vnni   ? "AVX-512 VNNI"
+         path == QuantKernel::Vnni   ? "VNNI"
          : path == QuantKernel::Neon ? "NEON"
                                      : "AVX2",
          isa_name(detail::dispatch_isa()));

@@ -1,4 +1,4 @@
-// AVX2 and AVX-512 VNNI paths of the block types' integer dot products.
+// AVX2 and VNNI paths of the block types' integer dot products.
 //
 // Per 32 values, the weight levels are unpacked in registers to 32 unsigned bytes (nibbles
 // masked out, 2-bit fields shifted down, high bits OR-ed in from qh / hmask) and multiplied with
@@ -12,7 +12,8 @@
 //   - iq4_nl / iq4_xs / mxfp4: the nibbles index the signed level table with one byte shuffle; since
 //     maddubs multiplies unsigned by signed bytes, the levels' magnitudes are multiplied with
 //     the activations carrying the levels' signs (pairs at most 2 * 127 * 127, exact).
-// The VNNI path uses the 256-bit EVEX vpdpbusd, which fuses the multiply and the accumulation.
+// The VNNI path uses the 256-bit vpdpbusd (AVX-512 VNNI's EVEX form at the avx512 levels, AVX-VNNI's
+// VEX form at the avxvnni level), which fuses the multiply and the accumulation.
 // Both paths keep f32 accumulators in vectors and reduce once per row.
 #include <algorithm>
 #include <cstring>
@@ -28,7 +29,7 @@
 #if defined(KVSLIM_HAS_AVX2) && defined(KVSLIM_HAS_FMA) && defined(KVSLIM_HAS_F16C)
 #define KVSLIM_QDOT_AVX2 1
 #endif
-#if defined(KVSLIM_QDOT_AVX2) && defined(KVSLIM_HAS_AVX512VNNI) && defined(KVSLIM_HAS_AVX512VL)
+#if defined(KVSLIM_QDOT_AVX2) && defined(KVSLIM_HAS_DPBUSD256)
 #define KVSLIM_QDOT_VNNI 1
 #endif
 
@@ -44,7 +45,7 @@ inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
 template <bool kVnni>
 inline __m256i dot_u8s8(__m256i acc, __m256i w, __m256i x) {
 #if defined(KVSLIM_QDOT_VNNI)
-  if constexpr (kVnni) return _mm256_dpbusd_epi32(acc, w, x);
+  if constexpr (kVnni) return dpbusd256(acc, w, x);
 #endif
   return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(w, x), _mm256_set1_epi16(1)));
 }
@@ -424,17 +425,16 @@ float dot_k(const uint8_t* row, const QuantActivations& xa, size_t pf) {
 
 // q4_0 on AVX2 (the most common legacy type gets its own loop: dot_legacy decides the type per
 // block): two blocks per step in two accumulators, each block's levels 0..15 times the signed
-// activations in maddubs (pairs at most 2 * 15 * 127, exact), the -8 offset started in each lane
-// from lane_corr as in dot_legacy.
+// activations in maddubs (pairs at most 2 * 15 * 127, exact) or vpdpbusd, the -8 offset started
+// in each lane from lane_corr as in dot_legacy.
+template <bool kVnni>
 float dot_q4_0_avx2(const uint8_t* row, const QuantActivations& xa, size_t pf) {
   const int64_t nb = xa.n / kQ4Block;
   const auto* blocks = reinterpret_cast<const BlockQ4_0*>(row);
-  const __m256i ones = _mm256_set1_epi16(1);
   auto block = [&](int64_t b, __m256 acc) {
     const __m256i x = load32(xa.q + b * kQ4Block);
     const __m256i init = _mm256_srai_epi32(load32(xa.lane_corr + b * 8), 4);
-    const __m256i sum =
-        _mm256_add_epi32(init, _mm256_madd_epi16(_mm256_maddubs_epi16(nibbles32(blocks[b].qs), x), ones));
+    const __m256i sum = dot_u8s8<kVnni>(init, nibbles32(blocks[b].qs), x);
     return _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_set1_ps(h2f(blocks[b].d) * xa.d[b]), acc);
   };
   return sum_block_pairs(blocks, nb, pf, block);
@@ -450,8 +450,8 @@ void dot_rows(const WeightView& w, const QuantActivations& xa, int64_t r0, int64
     return;
   }
 #endif
-  if (!kVnni && w.type == DType::Q4_0) {
-    for (int64_t r = r0; r < r1; ++r) y[r - r0] = dot_q4_0_avx2(w.row(r), xa, pf);
+  if (w.type == DType::Q4_0) {
+    for (int64_t r = r0; r < r1; ++r) y[r - r0] = dot_q4_0_avx2<kVnni>(w.row(r), xa, pf);
     return;
   }
   auto rows = [&](auto dot) {
@@ -491,7 +491,7 @@ void quant_dot_rows_vnni(const WeightView& w, const QuantActivations& xa, int64_
 }
 #else
 void quant_dot_rows_vnni(const WeightView&, const QuantActivations&, int64_t, int64_t, float*) {
-  fail("this build has no AVX-512 VNNI dot-product path");
+  fail("this build has no VNNI dot-product path");
 }
 #endif
 

@@ -24,6 +24,29 @@ inline float hsum256(__m256 v) {
 }
 #endif
 
+#if (defined(KVSLIM_HAS_AVX512VNNI) && defined(KVSLIM_HAS_AVX512VL)) || defined(KVSLIM_HAS_AVXVNNI)
+// vpdpbusd on ymm: acc + the sum of 4 consecutive u8 * s8 products per int32 lane, exact (no
+// int16 saturation as in maddubs). AVX-512 VNNI's EVEX form or AVX-VNNI's VEX form; in the tests'
+// emulated AVX-VNNI build, the same integers from AVX2 instructions.
+#define KVSLIM_HAS_DPBUSD256 1
+inline __m256i dpbusd256(__m256i acc, __m256i u, __m256i s) {
+#if defined(KVSLIM_HAS_AVX512VNNI)
+  return _mm256_dpbusd_epi32(acc, u, s);
+#elif defined(KVSLIM_AVXVNNI_EMULATED)
+  // Bytes widened to int16 (u unsigned, s signed), multiplied and added in pairs (vpmaddwd):
+  // lane i of lo holds bytes 2i, 2i + 1 of the low half, of hi of the high half. hadd adds
+  // neighbouring pairs within each 128-bit half; the 64-bit permute restores the lane order.
+  const __m256i lo = _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm256_castsi256_si128(u)),
+                                       _mm256_cvtepi8_epi16(_mm256_castsi256_si128(s)));
+  const __m256i hi = _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm256_extracti128_si256(u, 1)),
+                                       _mm256_cvtepi8_epi16(_mm256_extracti128_si256(s, 1)));
+  return _mm256_add_epi32(acc, _mm256_permute4x64_epi64(_mm256_hadd_epi32(lo, hi), 0xD8));
+#else
+  return _mm256_dpbusd_avx_epi32(acc, u, s);
+#endif
+}
+#endif
+
 #if defined(KVSLIM_HAS_NEON)
 // acc + the products of 16 int8 pairs, in 4 int32 lanes whose total is exact (sdot: 4 products
 // per lane; without dotprod: widening multiplies, pairs added into the lanes).

@@ -21,6 +21,12 @@ namespace isa_scalar {
 namespace isa_avx2 {
 #include "tensor/tensor_isa.inc"
 }
+namespace isa_avxvnni {
+#include "tensor/tensor_isa.inc"
+}
+namespace isa_avxvnni_check {  // the tests' copy of avxvnni, vpdpbusd emulated (isa_begin.h)
+#include "tensor/tensor_isa.inc"
+}
 namespace isa_avx512 {
 #include "tensor/tensor_isa.inc"
 }
