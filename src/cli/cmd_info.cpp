@@ -15,11 +15,10 @@ namespace kvslim::cli {
 
 namespace {
 
-// Keys and values of every layer and KV head for one token, per KV page type
-// (--cache-type-k/-v); q8_0 only when the head size is a multiple of 32.
-// KV sizes per page type. A sliding-window layer keeps K and V of its last `window` tokens only,
-// so per token of context only the layers without a window grow (kv_bytes_per_token), and the
-// window layers hold at most kv_bytes_windows in all, whatever the context.
+// Keys and values of every KV head per KV page type (--cache-type-k/-v; q8_0 only when the head
+// size is a multiple of 32). A sliding-window layer keeps K and V of its last `window` tokens
+// only, so per token of context only the layers without a window grow (kv_bytes_per_token), and
+// the window layers hold at most kv_bytes_windows in all, whatever the context.
 void add_kv_sizes(const ModelConfig& c, nlohmann::json& info) {
   int full_layers = 0;
   uint64_t window_tokens = 0;  // summed over the window layers

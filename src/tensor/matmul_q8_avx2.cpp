@@ -205,45 +205,18 @@ template <class T, int kC>
 #if defined(KVSLIM_HAS_AVXVNNI)
   // vpdpbusd adds each quad's four products into int32 without saturating: the sums run in int32
   // from the start (plane 1 apart, weighted by 16 at the end), the same integers as the int16 chains.
-  __m256i acc[kPlanes][kMR][kNRV];
+  __m256i sums[kPlanes][kMR][kNRV];
 #pragma GCC unroll 8
   for (int t = 0; t < kMR; ++t) {
 #pragma GCC unroll 4
     for (int v = 0; v < kNRV; ++v) {
-      acc[0][t][v] = kC == 0 ? _mm256_set1_epi32(xcorr[t]) : isum[t][v];
-      if constexpr (kPlanes == 2) acc[1][t][v] = _mm256_setzero_si256();
-    }
-  }
-#pragma GCC unroll 8
-  for (int qd = q0; qd < q0 + T::kChain; ++qd) {
-    __m256i wv[kPlanes][kNRV];
-#pragma GCC unroll 2
-    for (int p = 0; p < kPlanes; ++p) {
-#pragma GCC unroll 4
-      for (int v = 0; v < kNRV; ++v) {
-        wv[p][v] = _mm256_load_si256(reinterpret_cast<const __m256i*>(wb + ((p * 8 + qd) * kNR + 8 * v) * 4));
-      }
-    }
-    const auto* xq = reinterpret_cast<const int32_t*>(xb + qd * kMR * 4);
-#pragma GCC unroll 8
-    for (int t = 0; t < kMR; ++t) {
-      const __m256i xv = _mm256_set1_epi32(xq[t]);
-#pragma GCC unroll 2
-      for (int p = 0; p < kPlanes; ++p) {
-#pragma GCC unroll 4
-        for (int v = 0; v < kNRV; ++v) acc[p][t][v] = dpbusd256(acc[p][t][v], wv[p][v], xv);
-      }
-    }
-  }
-#pragma GCC unroll 8
-  for (int t = 0; t < kMR; ++t) {
-#pragma GCC unroll 4
-    for (int v = 0; v < kNRV; ++v) {
-      isum[t][v] = kPlanes == 2 ? _mm256_add_epi32(acc[0][t][v], _mm256_slli_epi32(acc[1][t][v], 4)) : acc[0][t][v];
+      sums[0][t][v] = kC == 0 ? _mm256_set1_epi32(xcorr[t]) : isum[t][v];
+      if constexpr (kPlanes == 2) sums[1][t][v] = _mm256_setzero_si256();
     }
   }
 #else
   __m256i chain[kPlanes][kMR][kNRV];  // int16 pair sums of this chain of quads
+#endif
 #pragma GCC unroll 8
   for (int qd = q0; qd < q0 + T::kChain; ++qd) {
     __m256i wv[kPlanes][kNRV];
@@ -262,12 +235,25 @@ template <class T, int kC>
       for (int p = 0; p < kPlanes; ++p) {
 #pragma GCC unroll 4
         for (int v = 0; v < kNRV; ++v) {
+#if defined(KVSLIM_HAS_AVXVNNI)
+          sums[p][t][v] = dpbusd256(sums[p][t][v], wv[p][v], xv);
+#else
           const __m256i prod = _mm256_maddubs_epi16(wv[p][v], xv);
           chain[p][t][v] = pinned(qd == q0 ? prod : _mm256_add_epi16(chain[p][t][v], prod));
+#endif
         }
       }
     }
   }
+#if defined(KVSLIM_HAS_AVXVNNI)
+#pragma GCC unroll 8
+  for (int t = 0; t < kMR; ++t) {
+#pragma GCC unroll 4
+    for (int v = 0; v < kNRV; ++v) {
+      isum[t][v] = kPlanes == 2 ? _mm256_add_epi32(sums[0][t][v], _mm256_slli_epi32(sums[1][t][v], 4)) : sums[0][t][v];
+    }
+  }
+#else
   // Plane p holds bits 4p.. of the levels: widened with weight 16^p.
   const __m256i ones = _mm256_set1_epi16(1), sixteens = _mm256_set1_epi16(16);
 #pragma GCC unroll 8
