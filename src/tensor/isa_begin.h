@@ -39,8 +39,9 @@
 
 #elif defined(KVSLIM_ISA_BUILD_AVXVNNI) || defined(KVSLIM_ISA_BUILD_AVXVNNI_CHECK)
 // AVX2 plus AVX-VNNI's vpdpbusd on ymm registers. AVXVNNI_CHECK is the same code for the tests
-// only (kvslim_avxvnni_check): vpdpbusd replaced by an exact AVX2 emulation (simd.h's
-// dpbusd256), so that every AVX-VNNI code path can be run and checked on a CPU without AVX-VNNI.
+// only (CMake target kvslim_kernels_AVXVNNI_CHECK): vpdpbusd replaced by an exact AVX2 emulation
+// (simd.h's dpbusd256), so that every AVX-VNNI code path can be run and checked on a CPU without
+// AVX-VNNI.
 #if defined(KVSLIM_ISA_BUILD_AVXVNNI)
 #define KVSLIM_ISA_NS isa_avxvnni
 #pragma GCC target("avx2,fma,f16c,bmi,bmi2,lzcnt,popcnt,avxvnni")

@@ -133,7 +133,7 @@ bool quant_kernel_available(QuantKernel path) {
       return false;
 #endif
     case QuantKernel::Vnni:
-#if (defined(KVSLIM_HAS_AVX512VNNI) && defined(KVSLIM_HAS_AVX512VL)) || defined(KVSLIM_HAS_AVXVNNI)
+#if defined(KVSLIM_HAS_DPBUSD256)  // the levels with vpdpbusd on ymm (simd.h)
       return true;
 #else
       return false;
