@@ -74,6 +74,9 @@ struct alignas(64) TileConfig {
   uint8_t rows[16] = {};
 };
 
+// GCC 12's _tile_loadconfig declares an 8-byte memory operand, so the compiler dropped the
+// stores of the rows and column widths as dead and the tiles stayed unconfigured: the first
+// tileloadd raised SIGILL on Sapphire Rapids (seen 2026-11-27). This asm reads the whole config.
 __attribute__((target("amx-tile"))) void load_tile_config() {
   TileConfig cfg;
   for (int t = 0; t < 4; ++t) {
@@ -88,7 +91,7 @@ __attribute__((target("amx-tile"))) void load_tile_config() {
     cfg.rows[t] = 8;  // B: 8 quads x 16 tokens x 4 int8
     cfg.colsb[t] = 64;
   }
-  _tile_loadconfig(&cfg);
+  asm volatile("ldtilecfg %0" : : "m"(cfg));
 }
 
 __attribute__((target("amx-tile"))) void release_tiles() { _tile_release(); }
@@ -214,6 +217,9 @@ __attribute__((target("amx-tile,amx-int8"))) void slice_kernel(const uint8_t* a0
                                                                const float* ws1, const float* wm0, const float* wm1,
                                                                const uint8_t* x0, const uint8_t* x1, int64_t nbk,
                                                                float* tot, bool two_x, bool two_w, bool first) {
+  // GCC 12's _tile_loadd declares no memory operand: without this barrier the stores that
+  // packed the panels could be moved past the tile loads that read them.
+  asm volatile("" : : : "memory");
   alignas(64) int32_t cbuf[2][4 * 256];
   alignas(64) float acc[4][256];
   for (auto& tile : acc) {
