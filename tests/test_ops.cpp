@@ -90,12 +90,13 @@ Expected reference_dot(DType type, const float* w, const float* x, int64_t cols)
   return {s, 1e-5 * abs_sum + 1e-6 + quant * (1.0 + 1e-5)};
 }
 
-// x as the kernels for `type` see it before multiplying: rounded to bf16 (the scalar
-// round-to-nearest-even, tested on hand-picked values above) where bf16_weights_round_x() says
-// so, else unchanged. Against it only float rounding remains.
-std::vector<float> x_as_kernels_see_it(DType type, const float* x, int64_t n) {
+// x as the kernels for `type` see it before multiplying `tokens` rows of x: rounded to bf16 (the
+// scalar round-to-nearest-even, tested on hand-picked values above) where bf16_weights_round_x()
+// says decode does so, else (and in the GEMM of several tokens) unchanged. Against it only float
+// rounding remains.
+std::vector<float> x_as_kernels_see_it(DType type, const float* x, int64_t n, int64_t tokens) {
   std::vector<float> out(x, x + n);
-  if (type == DType::BF16 && bf16_weights_round_x())
+  if (type == DType::BF16 && bf16_weights_round_x() && tokens == 1)
     for (float& v : out) v = bf16_to_fp32(fp32_to_bf16(v));
   return out;
 }
@@ -354,7 +355,7 @@ TEST_P(OpsMatvec, MatchesDoubleReference) {
                       1e-5 * std::sqrt(double(cols)) + 1e-4 * std::fabs(e.value))
               << rows << "x" << cols << " row " << r;
         } else {
-          const auto xs = x_as_kernels_see_it(type, x.data(), cols);
+          const auto xs = x_as_kernels_see_it(type, x.data(), cols, 1);
           const Expected exact = reference_dot(DType::F32, wr, xs.data(), cols);
           ASSERT_NEAR(y[r], exact.value, exact.tolerance)
               << dtype_name(type) << " " << rows << "x" << cols << " row " << r;
@@ -497,7 +498,7 @@ TEST_P(OpsMatmul, MatchesDoubleReference) {
           ASSERT_NEAR(y[t * s.rows + r], reference_dot_quantised_x(wr, xt, s.cols),
                       1e-5 * std::sqrt(double(s.cols)) + 1e-4 * std::fabs(e.value));
         } else {
-          const auto xs = x_as_kernels_see_it(type, xt, s.cols);
+          const auto xs = x_as_kernels_see_it(type, xt, s.cols, s.n);
           const Expected exact = reference_dot(DType::F32, wr, xs.data(), s.cols);
           ASSERT_NEAR(y[t * s.rows + r], exact.value, exact.tolerance)
               << dtype_name(type) << " n=" << s.n << " " << s.rows << "x" << s.cols << " t=" << t << " r=" << r;

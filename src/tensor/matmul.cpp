@@ -1,7 +1,5 @@
 // matmul: Y = X W^T for a batch of n activation rows (prefill).
 //
-// BF16 weights on AVX512-BF16 CPUs go through the same blocked GEMM with bf16 panels and
-// vdpbf16ps (Bf16Panels below; x rounded to bf16, see bf16_weights_round_x).
 // f32/f16/bf16, q2_K, q3_K, q6_K (and every block type at the scalar and plain NEON levels) use a blocked f32 GEMM of
 // our own (measured within ~10% of OpenBLAS's sgemm, without its extra packing pass or thread pool): X is packed once
 // into panels of kMR tokens ([k][kMR] floats, shared by all threads); threads take chunks of kNR-row weight panels from
@@ -414,77 +412,6 @@ struct F32TransposedPanels : F32Panels {
   }
 };
 
-#if defined(KVSLIM_BF16_DOT)
-// The bf16 panels (BF16 weights on AVX512-BF16): x rounded to bf16 as [k/2][kMR] pairs (one
-// 32-bit word per token and pair of columns), weight panels as [kc/2][kNR] pairs, so that one
-// vdpbf16ps multiplies a broadcast token pair with 16 rows' pairs: twice the multiply-adds of
-// an f32 FMA per instruction, and the weights are never widened.
-struct Bf16Panels {
-  using XElem = uint32_t;
-  using WElem = uint16_t;
-  static constexpr bool kPrefetchWeights = true;
-  static int64_t x_elems(int64_t k) { return (k + 1) / 2 * kMR; }
-  static int64_t x_offset(int64_t k0) { return k0 / 2 * kMR; }  // k0 is a multiple of kKC: even
-  static constexpr size_t kWElems = static_cast<size_t>(kNR) * kKC;
-
-  static void pack_x(const float* x, int64_t ldx, int64_t n, int64_t k, int64_t t0, uint32_t* dst, DType) {
-    const int64_t pairs = (k + 1) / 2;
-    const int mt = static_cast<int>(std::min<int64_t>(kMR, n - t0));
-    if (mt < kMR) std::memset(dst, 0, static_cast<size_t>(pairs) * kMR * sizeof(uint32_t));
-    thread_local detail::Scratch scratch;
-    auto* xb = static_cast<uint16_t*>(scratch.get(static_cast<size_t>(2 * pairs) * sizeof(uint16_t)));
-    for (int t = 0; t < mt; ++t) {
-      detail::round_x_to_bf16_pairs(x + (t0 + t) * ldx, k, xb);
-      for (int64_t p = 0; p < pairs; ++p) dst[p * kMR + t] = xb[2 * p] | static_cast<uint32_t>(xb[2 * p + 1]) << 16;
-    }
-  }
-
-  // Rows [r0, r0 + kNR) x columns [k0, k0 + kc) as dst[(p * kNR + j) * 2 + {0, 1}] = w[r0 + j][k0
-  // + 2 p + {0, 1}]; missing rows and columns are 0. A row's 16 pairs are one 512-bit load,
-  // and 16 rows' loads transposed as 32-bit words give 16 vectors of 16 rows' pair p.
-  static void pack_w(const WeightView& w, int64_t r0, int64_t k0, int64_t kc, uint16_t* dst, uint16_t*) {
-    const int nr = static_cast<int>(std::min<int64_t>(kNR, w.rows - r0));
-    const int64_t pairs = (kc + 1) / 2;
-    for (int64_t p0 = 0; p0 < pairs; p0 += 16) {
-      const int64_t vals = std::min<int64_t>(32, kc - 2 * p0);
-      const __mmask32 m = vals == 32 ? ~__mmask32{0} : static_cast<__mmask32>((uint64_t{1} << vals) - 1);
-      const int np = static_cast<int>(std::min<int64_t>(16, pairs - p0));
-      for (int half = 0; half < kNR / 16; ++half) {
-        __m512 v[16];
-        for (int i = 0; i < 16; ++i) {
-          const int j = 16 * half + i;
-          v[i] = j < nr ? _mm512_castsi512_ps(_mm512_maskz_loadu_epi16(
-                              m, reinterpret_cast<const uint16_t*>(w.row(r0 + j)) + k0 + 2 * p0))
-                        : _mm512_setzero_ps();
-        }
-        detail::transpose16x16_ps(v);
-        for (int c = 0; c < np; ++c) _mm512_storeu_ps(dst + ((p0 + c) * kNR + 16 * half) * 2, v[c]);
-      }
-    }
-  }
-
-  static void kernel(const uint32_t* xp, const uint16_t* wp, int64_t kc, float* c, int64_t ldc, int mt, int nr,
-                     bool first) {
-    __m512 acc[kMR][2];
-#pragma GCC unroll 14
-    for (int t = 0; t < kMR; ++t) acc[t][0] = acc[t][1] = _mm512_setzero_ps();
-    const int64_t pairs = (kc + 1) / 2;
-    for (int64_t p = 0; p < pairs; ++p) {
-      const __m512bh w0 = (__m512bh)_mm512_loadu_si512(wp + p * 2 * kNR);
-      const __m512bh w1 = (__m512bh)_mm512_loadu_si512(wp + p * 2 * kNR + 32);
-      const uint32_t* xk = xp + p * kMR;
-#pragma GCC unroll 14
-      for (int t = 0; t < kMR; ++t) {
-        const __m512bh xb = (__m512bh)_mm512_set1_epi32(static_cast<int>(xk[t]));
-        acc[t][0] = _mm512_dpbf16_ps(acc[t][0], xb, w0);
-        acc[t][1] = _mm512_dpbf16_ps(acc[t][1], xb, w1);
-      }
-    }
-    store_tile(acc, c, ldc, mt, nr, first);
-  }
-};
-#endif
-
 // X and Y of one product: n rows of X, ldx floats apart; Y rows ldy floats apart, overwritten
 // or (accumulate) added to.
 struct GemmOperands {
@@ -513,7 +440,7 @@ bool has_int8_gemm(DType type) {
   }
 }
 
-// The blocked GEMM over a panel format P (F32Panels, F32TransposedPanels or Bf16Panels), on the
+// The blocked GEMM over a panel format P (F32Panels or F32TransposedPanels), on the
 // pool's threads, or on the calling thread alone when pool is null.
 template <class P>
 void gemm_panels(const WeightView& w, const GemmOperands& op, ThreadPool* pool) {
@@ -617,14 +544,10 @@ void matmul(const WeightView& w, const float* x, int64_t n, float* y, ThreadPool
     detail::matmul_q8(w, x, n, y, pool);
     return;
   }
-  const GemmOperands op{x, w.cols, n, y, w.rows, false};
-#if defined(KVSLIM_BF16_DOT)
-  if (w.type == DType::BF16) {
-    gemm_panels<Bf16Panels>(w, op, &pool);
-    return;
-  }
-#endif
-  gemm_panels<F32Panels>(w, op, &pool);
+  // BF16 too, also where AVX512-BF16 could multiply the bf16 panels with vdpbf16ps: that GEMM
+  // (x rounded to bf16) ran at 172-184 GFLOP/s on a Sapphire Rapids-class VM where widening the
+  // panels to f32 runs at 250-268 (2026-11-27), and the f32 form keeps x exact.
+  gemm_panels<F32Panels>(w, GemmOperands{x, w.cols, n, y, w.rows, false}, &pool);
 }
 
 namespace {
@@ -654,9 +577,6 @@ const char* matmul_kernel(DType type) {
   if (has_int8_gemm(type) && detail::matmul_q8_available()) {
     return detail::amx_int8_usable() ? "amx int8 gemm (avx512-vnni below 16 tokens)" : detail::matmul_q8_kernel();
   }
-#if defined(KVSLIM_BF16_DOT)
-  if (type == DType::BF16) return "avx512-bf16 gemm 14x32";
-#endif
   const char* f32_gemm =
 #if defined(KVSLIM_HAS_AVX512F)
       "avx512 f32 gemm 14x32";

@@ -42,9 +42,10 @@ void gemm_f32_nt(const float* x, int64_t ldx, int64_t n, const float* w, int64_t
 void gemm_f32_nn(const float* x, int64_t ldx, int64_t n, const float* w, int64_t k, int64_t w_cols, float* y,
                  int64_t ldy, bool accumulate);
 
-// True when this build multiplies BF16 weights with the CPU's bf16 dot product (AVX512-BF16):
-// matvec and matmul then round x to bf16 (nearest even) first, as the instruction takes bf16
-// on both sides (llama.cpp does the same for BF16 weights). Otherwise x stays f32.
+// True when this level multiplies BF16 weights with the CPU's bf16 dot product (AVX512-BF16) in
+// decode: matvec (and matmul of one token, which is a matvec) then rounds x to bf16 (nearest
+// even) first, as the instruction takes bf16 on both sides (llama.cpp does the same for BF16
+// weights). Otherwise, and in matmul of more tokens (the f32 GEMM), x stays f32.
 bool bf16_weights_round_x();
 
 // What computes `type`'s products at the active level (kvslim info --system, bench --json):
