@@ -74,10 +74,8 @@ inline float dot_row_float(const uint8_t* row, const float* x, int64_t n, size_t
   __m512 acc2 = _mm512_setzero_ps(), acc3 = _mm512_setzero_ps();
   int64_t i = 0;
   for (; i + kStep <= n; i += kStep) {
-    // (uintptr_t arithmetic: the address may lie past the matrix; prefetches never fault)
-    const char* ahead = reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(row) + pf + i * L::kBytes);
-    _mm_prefetch(ahead, _MM_HINT_T0);
-    _mm_prefetch(ahead + 64, _MM_HINT_T0);
+    detail::prefetch_l2(row, pf + i * L::kBytes);
+    detail::prefetch_l2(row, pf + i * L::kBytes + 64);
     acc0 = _mm512_fmadd_ps(L::load(row, i), _mm512_loadu_ps(x + i), acc0);
     acc1 = _mm512_fmadd_ps(L::load(row, i + 16), _mm512_loadu_ps(x + i + 16), acc1);
     if constexpr (kStep == 64) {
@@ -127,9 +125,8 @@ inline float dot_row_float(const uint8_t* row, const float* x, int64_t n, size_t
   __m256 acc2 = _mm256_setzero_ps(), acc3 = _mm256_setzero_ps();
   int64_t i = 0;
   for (; i + kStep <= n; i += kStep) {
-    const char* ahead = reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(row) + pf + i * L::kBytes);
-    _mm_prefetch(ahead, _MM_HINT_T0);
-    _mm_prefetch(ahead + 64, _MM_HINT_T0);
+    detail::prefetch_l2(row, pf + i * L::kBytes);
+    detail::prefetch_l2(row, pf + i * L::kBytes + 64);
 #pragma GCC unroll 8
     for (int j = 0; j < kStep; j += 32) {
       acc0 = _mm256_fmadd_ps(L::load(row, i + j), _mm256_loadu_ps(x + i + j), acc0);
@@ -225,11 +222,7 @@ inline float dot_row_bf16_pairs(const uint8_t* row, const uint16_t* xb, int64_t 
   };
   int64_t i = 0;
   for (; i + 128 <= n; i += 128) {
-    const char* ahead = reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(row) + pf + i * 2);
-    _mm_prefetch(ahead, _MM_HINT_T0);
-    _mm_prefetch(ahead + 64, _MM_HINT_T0);
-    _mm_prefetch(ahead + 128, _MM_HINT_T0);
-    _mm_prefetch(ahead + 192, _MM_HINT_T0);
+    for (int line = 0; line < 4; ++line) detail::prefetch_l2(row, pf + i * 2 + 64 * line);
     acc0 = dot32(acc0, i);
     acc1 = dot32(acc1, i + 32);
     acc2 = dot32(acc2, i + 64);
@@ -272,9 +265,8 @@ inline float dot_row_q8(const uint8_t* row, const detail::Q8Activations& xa, int
       const __m512 xsp = _mm512_permutexvar_ps(pidx, xs);
       const uint8_t* b0 = row + blk * sizeof(BlockQ8_0);
       const uint8_t* q0 = b0 + 2;
-      const char* ahead = reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(b0) + pf);
-      _mm_prefetch(ahead, _MM_HINT_T0);
-      _mm_prefetch(ahead + 64, _MM_HINT_T0);
+      detail::prefetch_l2(b0, pf);
+      detail::prefetch_l2(b0, pf + 64);
       uint16_t ha, hb;
       std::memcpy(&ha, b0, 2);
       std::memcpy(&hb, b0 + sizeof(BlockQ8_0), 2);
@@ -326,7 +318,7 @@ inline float dot_row_q8(const uint8_t* row, const detail::Q8Activations& xa, int
   };
   int64_t b = 0;
   for (; b + 2 <= nb; b += 2) {
-    _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(blocks + b) + pf), _MM_HINT_T0);
+    detail::prefetch_l2(blocks + b, pf);
     acc0 = _mm256_fmadd_ps(block_dot(b), _mm256_set1_ps(fp16_to_fp32(blocks[b].scale_f16) * xa.scale[b]), acc0);
     acc1 = _mm256_fmadd_ps(block_dot(b + 1), _mm256_set1_ps(fp16_to_fp32(blocks[b + 1].scale_f16) * xa.scale[b + 1]),
                            acc1);
@@ -394,12 +386,12 @@ struct QuantPrep {
 void matvec_range(const WeightView& w, const void* xprep, int64_t r0, int64_t r1, float* y) {
   const int64_t n = w.cols;
   // Software prefetch ahead of the read position: rows are only a page or so long, too short for
-  // the hardware prefetchers to ramp up on each row by themselves. The float types prefetch
-  // 2 KiB ahead: on the 1B shape's decode (2 threads) that measured 12.0-12.5 tok/s for f16 and
-  // 13.6-13.8 for bf16 against 10.4 and 11.4-11.5 at one row or 4 KiB ahead (1024 and 3072
-  // measured in between). The block types keep max(row, 4 KiB): for q8_0 the distance made no
-  // measurable difference, for q4_0 1-2 KiB and 6-8 KiB measured slower.
-  const size_t pf = dtype_is_quantized(w.type) ? std::max<size_t>(row_bytes(w.type, w.cols), 4096) : 2048;
+  // the hardware prefetchers to ramp up on each row by themselves. max(row, 4 KiB) ahead: with
+  // prefetches into L1 the float types measured best at 2 KiB (f16 12.0-12.5 tok/s against 10.4
+  // at 4 KiB, 1B shape, 2 threads, AVX-512 machine of 2026-11-24); into L2 (prefetch_l2), as
+  // now, f16 measured 11.5 at 4 KiB against 11.0 at 2 KiB and 11.4 at 8 KiB (the 2026-11-27
+  // VM), and the block types 2, 4 and 8 KiB within 4% of each other.
+  const size_t pf = std::max<size_t>(row_bytes(w.type, w.cols), 4096);
   if (r1 > r0 && (!dtype_is_quantized(w.type) || w.type == DType::Q8_0)) {
     // The loops prefetch pf bytes ahead of where they read: the first pf bytes of a range (the
     // start of a chunk, far from where this thread read last) are asked for here, all at once,

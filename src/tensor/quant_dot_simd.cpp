@@ -95,7 +95,7 @@ float dot_legacy(const uint8_t* row, const QuantActivations& xa, size_t pf) {
   const size_t bb = dtype_block_bytes(type);
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* blk = row + b * bb;
-    if ((b & 1) == 0) _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(blk) + pf), _MM_HINT_T0);
+    if ((b & 1) == 0) prefetch_l2(blk, pf);
     const __m256i x = load32(xa.q + b * kQ4Block);
     uint16_t dh;
     std::memcpy(&dh, blk, 2);
@@ -139,7 +139,7 @@ inline float sum_block_pairs(const Block* blocks, int64_t nb, size_t pf, BlockDo
   __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
   int64_t b = 0;
   for (; b + 2 <= nb; b += 2) {
-    _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(blocks + b) + pf), _MM_HINT_T0);
+    prefetch_l2(blocks + b, pf);
     acc0 = block(b, acc0);
     acc1 = block(b + 1, acc1);
   }
@@ -202,6 +202,8 @@ float dot_q4_0_512(const uint8_t* row, const QuantActivations& xa, size_t pf) {
   int64_t b = 0;
   for (; b + 4 <= nb; b += 4) {
     const uint8_t* g = row + b * kBytes;
+    // Into L1, unlike the other loops (prefetch_l2): this loop reads the fewest bytes per
+    // instruction, and with t1 it decoded 6% slower (35.7 against 38.0 tok/s, q4_0 1B, 2 threads).
     _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(g) + pf), _MM_HINT_T0);
     _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(g) + pf + 64), _MM_HINT_T0);
     const __m512i first = _mm512_loadu_si512(g), second = _mm512_loadu_si512(g + 8);
@@ -283,8 +285,7 @@ float dot_k(const uint8_t* row, const QuantActivations& xa, size_t pf) {
   __m256 acc_min = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* blkp = row + b * bb;
-    const char* ahead = reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(blkp) + pf);
-    for (size_t off = 0; off < bb; off += 64) _mm_prefetch(ahead + off, _MM_HINT_T0);
+    for (size_t off = 0; off < bb; off += 64) prefetch_l2(blkp, pf + off);
     const BlockQ8_K& x = xa.k[b];
     const __m256i bsums = load32(x.bsums);
     // Two integer accumulators, alternating between chunks, so the fused multiply-accumulates
