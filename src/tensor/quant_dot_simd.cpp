@@ -14,6 +14,8 @@
 //     the activations carrying the levels' signs (pairs at most 2 * 127 * 127, exact).
 // The VNNI path uses the 256-bit vpdpbusd (AVX-512 VNNI's EVEX form at the avx512 levels, AVX-VNNI's
 // VEX form at the avxvnni level), which fuses the multiply and the accumulation.
+// At the avx512 levels, q4_0 (dot_q4_0_512) and q4_K / q5_K / q6_K (dot_k_512) have loops of
+// their own on 512-bit vpdpbusd.
 // Both paths keep f32 accumulators in vectors and reduce once per row.
 #include <algorithm>
 #include <cstring>
@@ -52,8 +54,8 @@ inline __m256i dot_u8s8(__m256i acc, __m256i w, __m256i x) {
 
 // acc + sum over pairs of (u8 * s8 pair sums) * int16 scales. Both paths use madd + add here:
 // the fused vpdpwssd measured about 10% slower for q4_k / q5_k matvec on this machine's
-// Sapphire Rapids (and no faster for q6_k), so the VNNI path differs only where vpdpbusd does
-// the whole u8 x s8 product (the legacy types).
+// Sapphire Rapids (and no faster for q6_k), so at the avxvnni level the VNNI path differs only
+// where vpdpbusd does the whole u8 x s8 product (the legacy types).
 template <bool kVnni>
 inline __m256i dot_scaled(__m256i acc, __m256i w, __m256i x, __m256i scale16) {
   const __m256i p16 = _mm256_maddubs_epi16(w, x);
@@ -424,6 +426,111 @@ float dot_k(const uint8_t* row, const QuantActivations& xa, size_t pf) {
   return hsum256(_mm256_add_ps(acc, acc_min));
 }
 
+#if defined(KVSLIM_QDOT_VNNI) && defined(KVSLIM_HAS_AVX512F) && defined(KVSLIM_HAS_AVX512BW) && \
+    defined(KVSLIM_HAS_AVX512VNNI)
+#define KVSLIM_QDOT_K_512 1
+// q4_K, q5_K and q6_K on the AVX-512 VNNI path, 64 values per 512-bit vpdpbusd: dot_k's 256-bit
+// loop (maddubs, then madd with the scales, 32 values at a time) is bound by instructions, not
+// memory, at this level. Each 64 values are unpacked so that they meet 64 consecutive
+// activations: the 32 bytes that hold them are broadcast to both halves of a vector and shifted
+// by a different amount in each half (q4_K / q5_K: the low nibbles are one sub-block, the high
+// nibbles the next; q6_K: the low or high nibbles of 64 bytes of ql, plus two bits of qh). A
+// vpdpbusd lane sums 4 products of at most 63 * 127, so it fits int16, and one vpmaddwd with the
+// lane's scale in the low 16 bits (0 above) multiplies it by that scale exactly: the
+// super-block's sum stays in exact integers, as in dot_k.
+
+// The 32 bytes at p in both 256-bit halves.
+inline __m512i broadcast32(const void* p) {
+  return _mm512_broadcast_i64x4(_mm256_loadu_si256(static_cast<const __m256i*>(p)));
+}
+
+// Lane l of the result is scale (first + l / lanes_per_scale) of `scales` (int32 lanes, the
+// scale in the low 16 bits): the scale vector of one vpdpbusd's 16 lanes.
+inline __m512i spread_scales(__m512i scales, int first, int lanes_per_scale) {
+  alignas(64) int32_t idx[16];
+  for (int l = 0; l < 16; ++l) idx[l] = first + l / lanes_per_scale;
+  return _mm512_permutexvar_epi32(_mm512_load_si512(idx), scales);
+}
+
+template <DType type>
+float dot_k_512(const uint8_t* row, const QuantActivations& xa, size_t pf) {
+  const int64_t nb = xa.n / kQK;
+  constexpr size_t bb = type == DType::Q6_K   ? sizeof(BlockQ6_K)
+                        : type == DType::Q5_K ? sizeof(BlockQ5_K)
+                                              : sizeof(BlockQ4_K);
+  const __m512i m4 = _mm512_set1_epi8(0x0F), m2 = _mm512_set1_epi8(3);
+  const __m512i low16 = _mm512_set1_epi32(0xFFFF);
+  __m512 acc = _mm512_setzero_ps();
+  __m256 acc_min = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blkp = row + b * bb;
+    for (size_t off = 0; off < bb; off += 64) prefetch_l2(blkp, pf + off);
+    const BlockQ8_K& x = xa.k[b];
+    // Two integer accumulators, so consecutive multiply-adds do not wait on each other.
+    __m512i is0 = _mm512_setzero_si512(), is1 = _mm512_setzero_si512();
+    if constexpr (type == DType::Q6_K) {
+      const auto& blk = *reinterpret_cast<const BlockQ6_K*>(blkp);
+      // The 16 signed scales, one per 16 values (4 lanes), in the low 16 bits of int32 lanes.
+      const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.scales)));
+      const __m512i sc32 = _mm512_and_si512(_mm512_cvtepi16_epi32(sc16), low16);
+      // Values 128 h + 0..63 take qh bits 0-1 (first 32) and 2-3 (next 32); values 128 h + 64..127
+      // bits 4-5 and 6-7.
+      const __m512i shift_lo = _mm512_setr_epi64(0, 0, 0, 0, 2, 2, 2, 2);
+      const __m512i shift_hi = _mm512_setr_epi64(4, 4, 4, 4, 6, 6, 6, 6);
+#pragma GCC unroll 2
+      for (int h = 0; h < 2; ++h) {
+        const __m512i l = _mm512_loadu_si512(blk.ql + 64 * h);
+        const __m512i hb = broadcast32(blk.qh + 32 * h);
+        const __m512i w_lo = _mm512_or_si512(
+            _mm512_and_si512(l, m4), _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi64(hb, shift_lo), m2), 4));
+        const __m512i w_hi =
+            _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l, 4), m4),
+                            _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi64(hb, shift_hi), m2), 4));
+        const __m512i d_lo = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w_lo, _mm512_loadu_si512(x.qs + 128 * h));
+        const __m512i d_hi = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w_hi, _mm512_loadu_si512(x.qs + 128 * h + 64));
+        is0 = _mm512_add_epi32(is0, _mm512_madd_epi16(d_lo, spread_scales(sc32, 8 * h, 4)));
+        is1 = _mm512_add_epi32(is1, _mm512_madd_epi16(d_hi, spread_scales(sc32, 8 * h + 4, 4)));
+      }
+      // - 32 * sum_j s_j * bsum_j
+      const __m256i off = _mm256_madd_epi16(load32(x.bsums), sc16);
+      acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(is0, is1)), _mm512_set1_ps(x.d * h2f(blk.d)), acc);
+      acc_min = _mm256_fmadd_ps(_mm256_cvtepi32_ps(off), _mm256_set1_ps(-32.0f * x.d * h2f(blk.d)), acc_min);
+    } else {
+      constexpr bool kFive = type == DType::Q5_K;
+      const uint8_t* qs = blkp + (kFive ? 48 : 16);
+      __m128i sc8, mn8;
+      k4_scales_mins(blkp + 4, sc8, mn8);
+      const __m512i sc32 = _mm512_cvtepu8_epi32(sc8);  // lanes 0-7: the 8 scales, one per 32 values
+      // Each min twice: one per 16-value activation sum.
+      const __m256i mins16 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mn8, mn8));
+      const __m512i nibble_shift = _mm512_setr_epi64(0, 0, 0, 0, 4, 4, 4, 4);
+#pragma GCC unroll 4
+      for (int p = 0; p < 4; ++p) {
+        // Values 64 p + 0..31 (sub-block 2 p) are the low nibbles of qs[32 p ..], the next 32
+        // (sub-block 2 p + 1) the high nibbles; q5_K's fifth bit of sub-block j is bit j of qh.
+        __m512i w = _mm512_and_si512(_mm512_srlv_epi64(broadcast32(qs + 32 * p), nibble_shift), m4);
+        if constexpr (kFive) {
+          const __m512i bit = _mm512_inserti64x4(_mm512_set1_epi8(static_cast<char>(1 << (2 * p))),
+                                                 _mm256_set1_epi8(static_cast<char>(1 << (2 * p + 1))), 1);
+          const __mmask64 high = _mm512_test_epi8_mask(broadcast32(blkp + 16), bit);
+          w = _mm512_mask_add_epi8(w, high, w, _mm512_set1_epi8(16));
+        }
+        const __m512i d = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w, _mm512_loadu_si512(x.qs + 64 * p));
+        __m512i& is = (p & 1) ? is1 : is0;
+        is = _mm512_add_epi32(is, _mm512_madd_epi16(d, spread_scales(sc32, 2 * p, 8)));
+      }
+      uint16_t dh, mh;
+      std::memcpy(&dh, blkp, 2);
+      std::memcpy(&mh, blkp + 2, 2);
+      const __m256i msum = _mm256_madd_epi16(load32(x.bsums), mins16);
+      acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(is0, is1)), _mm512_set1_ps(x.d * h2f(dh)), acc);
+      acc_min = _mm256_fmadd_ps(_mm256_cvtepi32_ps(msum), _mm256_set1_ps(-x.d * h2f(mh)), acc_min);
+    }
+  }
+  return _mm512_reduce_add_ps(acc) + hsum256(acc_min);
+}
+#endif
+
 // q4_0 on AVX2 (the most common legacy type gets its own loop: dot_legacy decides the type per
 // block): two blocks per step in two accumulators, each block's levels 0..15 times the signed
 // activations in maddubs (pairs at most 2 * 15 * 127, exact) or vpdpbusd, the -8 offset started
@@ -458,6 +565,17 @@ void dot_rows(const WeightView& w, const QuantActivations& xa, int64_t r0, int64
   auto rows = [&](auto dot) {
     for (int64_t r = r0; r < r1; ++r) y[r - r0] = dot(w.row(r), xa, pf);
   };
+#if defined(KVSLIM_QDOT_K_512)
+  if (kVnni) {
+    switch (w.type) {
+      case DType::Q4_K: return rows(dot_k_512<DType::Q4_K>);
+      case DType::Q5_K: return rows(dot_k_512<DType::Q5_K>);
+      case DType::Q6_K: return rows(dot_k_512<DType::Q6_K>);
+      default: break;
+    }
+  }
+#endif
+
   switch (w.type) {
     case DType::Q4_0: return rows(dot_legacy<kVnni, DType::Q4_0>);
     case DType::Q4_1: return rows(dot_legacy<kVnni, DType::Q4_1>);
