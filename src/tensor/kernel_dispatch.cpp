@@ -104,10 +104,6 @@ void round_through_q8_activations(const float* x, int64_t n, float* out) {
   KVSLIM_ISA_DISPATCH(detail::round_through_q8_activations(x, n, out));
 }
 
-void round_x_to_bf16_pairs(const float* x, int64_t n, uint16_t* dst) {
-  KVSLIM_ISA_DISPATCH(detail::round_x_to_bf16_pairs(x, n, dst));
-}
-
 QuantActivations prepare_quant_activations(DType type, const float* x, int64_t n, void* buffer) {
   KVSLIM_ISA_DISPATCH(detail::prepare_quant_activations(type, x, n, buffer));
 }

@@ -168,8 +168,4 @@ Q8Activations quantize_activations(const float* x, int64_t n, void* buffer);
 // x rounded through that quantisation (out[i] = d * q), for kernels that compute in f32.
 void round_through_q8_activations(const float* x, int64_t n, float* out);
 
-// x rounded to bf16 (nearest even) into dst, n values plus a zero when n is odd, so that the
-// pairs the bf16 dot product reads are whole.
-void round_x_to_bf16_pairs(const float* x, int64_t n, uint16_t* dst);
-
 }  // namespace kvslim::detail

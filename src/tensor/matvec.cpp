@@ -431,14 +431,16 @@ void matvec_range(const WeightView& w, const void* xprep, int64_t r0, int64_t r1
   }
 }
 
-}  // namespace
-
-namespace detail {
+#if defined(KVSLIM_BF16_DOT)
+// x rounded to bf16 (nearest even) into dst, n values plus a zero when n is odd, so that the
+// pairs dot_row_bf16_pairs reads are whole.
 void round_x_to_bf16_pairs(const float* x, int64_t n, uint16_t* dst) {
   KVSLIM_ISA_NS::convert_from_f32(x, DType::BF16, dst, n);
   if (n % 2 != 0) dst[n] = 0;
 }
-}  // namespace detail
+#endif
+
+}  // namespace
 
 bool bf16_weights_round_x() {
 #if defined(KVSLIM_BF16_DOT)
@@ -482,7 +484,7 @@ void matvec_multi(std::span<const WeightView> ws, const float* x, std::span<floa
   if (w0.type == DType::BF16) {
     thread_local detail::Scratch scratch;
     auto* xb = static_cast<uint16_t*>(scratch.get(static_cast<size_t>(w0.cols + 1) * sizeof(uint16_t)));
-    detail::round_x_to_bf16_pairs(x, w0.cols, xb);
+    round_x_to_bf16_pairs(x, w0.cols, xb);
     xprep = xb;
   }
 #endif
