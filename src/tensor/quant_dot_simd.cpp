@@ -455,9 +455,7 @@ inline __m512i spread_scales(__m512i scales, int first, int lanes_per_scale) {
 template <DType type>
 float dot_k_512(const uint8_t* row, const QuantActivations& xa, size_t pf) {
   const int64_t nb = xa.n / kQK;
-  constexpr size_t bb = type == DType::Q6_K   ? sizeof(BlockQ6_K)
-                        : type == DType::Q5_K ? sizeof(BlockQ5_K)
-                                              : sizeof(BlockQ4_K);
+  const size_t bb = dtype_block_bytes(type);
   const __m512i m4 = _mm512_set1_epi8(0x0F), m2 = _mm512_set1_epi8(3);
   const __m512i low16 = _mm512_set1_epi32(0xFFFF);
   __m512 acc = _mm512_setzero_ps();
