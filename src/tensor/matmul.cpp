@@ -376,22 +376,12 @@ void micro_kernel(const float* xp, const float* wp, int64_t kc, float* c, int64_
 }
 #endif
 
-// The f32 panels: x as [k][kMR] floats, weight panels converted to [kc][kNR] floats.
+// The weight panels of the blocked GEMM: rows converted to f32 as [kc][kNR] (x is packed the same
+// way for both formats, as [k][kMR] floats by pack_x_panel).
 struct F32Panels {
-  using XElem = float;
-  using WElem = float;
-  static constexpr bool kPrefetchWeights = true;            // weights stream from DRAM
-  static int64_t x_elems(int64_t k) { return k * kMR; }     // one token panel
-  static int64_t x_offset(int64_t k0) { return k0 * kMR; }  // where K slice k0 starts in it
-  static constexpr size_t kWElems = static_cast<size_t>(kNR) * kKC;
-  static void pack_x(const float* x, int64_t ldx, int64_t n, int64_t k, int64_t t0, float* dst, DType wtype) {
-    pack_x_panel(x, ldx, n, k, t0, dst, wtype);
-  }
+  static constexpr bool kPrefetchWeights = true;  // weights stream from DRAM
   static void pack_w(const WeightView& w, int64_t r0, int64_t k0, int64_t kc, float* dst, float* tmp) {
     pack_w_panel(w, r0, k0, kc, dst, tmp);
-  }
-  static void kernel(const float* xp, const float* wp, int64_t kc, float* c, int64_t ldc, int mt, int nr, bool first) {
-    micro_kernel(xp, wp, kc, c, ldc, mt, nr, first);
   }
 };
 
@@ -450,17 +440,17 @@ void gemm_panels(const WeightView& w, const GemmOperands& op, ThreadPool* pool) 
   const int64_t k = w.cols;
   const int64_t n_xpanels = (n + kMR - 1) / kMR;
   const int64_t n_wpanels = (w.rows + kNR - 1) / kNR;
-  const int64_t x_panel = P::x_elems(k);
+  const int64_t x_panel = k * kMR;                            // floats of one token panel
+  constexpr size_t kWPanel = static_cast<size_t>(kNR) * kKC;  // floats of one weight panel's K slice
 
   thread_local detail::Scratch x_scratch;
-  auto* xp = static_cast<typename P::XElem*>(
-      x_scratch.get(static_cast<size_t>(n_xpanels * x_panel) * sizeof(typename P::XElem)));
+  auto* xp = static_cast<float*>(x_scratch.get(static_cast<size_t>(n_xpanels * x_panel) * sizeof(float)));
 
   const int threads = pool != nullptr ? pool->size() : 1;
   const bool parallel = threads > 1 && static_cast<double>(n) * w.rows * k > 2e6;
   auto pack = [&](int t, int nt) {
     for (int64_t p = n_xpanels * t / nt; p < n_xpanels * (t + 1) / nt; ++p)
-      P::pack_x(x, op.ldx, n, k, p * kMR, xp + p * x_panel, w.type);
+      pack_x_panel(x, op.ldx, n, k, p * kMR, xp + p * x_panel, w.type);
   };
   // Weight panels go out in chunks of up to kChunk (about 4 chunks per thread at least). A
   // thread converts a whole chunk's K slice (at most kChunk panels, an L2-sized block), then runs
@@ -471,9 +461,8 @@ void gemm_panels(const WeightView& w, const GemmOperands& op, ThreadPool* pool) 
   detail::ChunkQueue queue(n_wpanels, std::clamp<int64_t>(n_wpanels / (4 * threads), 1, kChunk));
   auto compute = [&](int, int) {
     thread_local detail::Scratch w_scratch;
-    auto* wbuf =
-        static_cast<typename P::WElem*>(w_scratch.get((kChunk + 1) * P::kWElems * sizeof(typename P::WElem) + 64));
-    typename P::WElem* tmp = wbuf + kChunk * P::kWElems;
+    auto* wbuf = static_cast<float*>(w_scratch.get((kChunk + 1) * kWPanel * sizeof(float) + 64));
+    float* tmp = wbuf + kChunk * kWPanel;
     // The chunk after this one is claimed while this one's last K slice is computed, so that its
     // first slice can be prefetched like every other slice (the chunk's first slice otherwise
     // waited on DRAM in pack_w).
@@ -483,7 +472,7 @@ void gemm_panels(const WeightView& w, const GemmOperands& op, ThreadPool* pool) 
       bool have_next = false;
       for (int64_t k0 = 0; k0 < k; k0 += kKC) {
         const int64_t kc = std::min(kKC, k - k0);
-        for (int64_t p = p0; p < p1; ++p) P::pack_w(w, p * kNR, k0, kc, wbuf + (p - p0) * P::kWElems, tmp);
+        for (int64_t p = p0; p < p1; ++p) P::pack_w(w, p * kNR, k0, kc, wbuf + (p - p0) * kWPanel, tmp);
         // While the last token panels of this slice are computed, the next slice's weights (this
         // chunk's next slice, or the next chunk's first) are pulled towards the cache. Not
         // earlier: the token panels stream through L1 and L2 (512 tokens of a slice are 512 KiB
@@ -503,8 +492,8 @@ void gemm_panels(const WeightView& w, const GemmOperands& op, ThreadPool* pool) 
           for (int64_t p = p0; p < p1; ++p) {
             const int64_t r0 = p * kNR;
             const int nr = static_cast<int>(std::min<int64_t>(kNR, w.rows - r0));
-            P::kernel(xp + xpi * x_panel + P::x_offset(k0), wbuf + (p - p0) * P::kWElems, kc, y + t0 * op.ldy + r0,
-                      op.ldy, mt, nr, k0 == 0 && !op.accumulate);
+            micro_kernel(xp + xpi * x_panel + k0 * kMR, wbuf + (p - p0) * kWPanel, kc, y + t0 * op.ldy + r0, op.ldy, mt,
+                         nr, k0 == 0 && !op.accumulate);
           }
           if (xpi >= n_xpanels - window) prefetcher.part(xpi - (n_xpanels - window));
         }
