@@ -448,6 +448,10 @@ TEST(ChatTemplate, MessagesAreChecked) {
     return std::string();
   };
   EXPECT_NE(error("[{\"role\": ").find("m.json: not valid JSON"), std::string::npos);
+  // A number too large for a double is nlohmann's out_of_range, not its parse_error (found by the
+  // chat template fuzzer): still one clear error, not an escaped exception.
+  EXPECT_NE(error("[{\"role\": \"user\", \"content\": 1e999}]").find("m.json: not valid JSON (number overflow"),
+            std::string::npos);
   EXPECT_NE(error("{}").find("expected a JSON array"), std::string::npos);
   EXPECT_NE(error("[1]").find("message 1 is a number"), std::string::npos);
   EXPECT_NE(error(R"([{"role": "user", "content": "a"}, {"content": "b"}])").find("message 2 has no \"role\""),

@@ -8,8 +8,9 @@ nlohmann::ordered_json parse_chat_messages(const std::string& text, const std::s
   nlohmann::ordered_json messages;
   try {
     messages = nlohmann::ordered_json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
-    // e.what() is "[json.exception.parse_error.101] parse error at line L, column C: ..."
+  } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range for a number too large
+    // e.what() is "[json.exception.parse_error.101] parse error at line L, column C: ..." or
+    // "[json.exception.out_of_range.406] number overflow parsing ..."
     std::string why = e.what();
     const size_t tag_end = why.find("] ");
     if (why.rfind("[json.exception", 0) == 0 && tag_end != std::string::npos) why = why.substr(tag_end + 2);

@@ -57,7 +57,7 @@ void add_apply_template_command(CLI::App& app) {
     if (!opt->vars.empty()) {
       try {
         options.variables = nlohmann::ordered_json::parse(opt->vars);
-      } catch (const nlohmann::json::parse_error&) {
+      } catch (const nlohmann::json::exception&) {  // parse_error, or out_of_range (number too large)
         fail("--vars: not valid JSON");
       }
       if (!options.variables.is_object()) fail("--vars: expected a JSON object of variables");

@@ -40,7 +40,7 @@ LongBenchSample parse_sample(const std::string& line) {
   json object;
   try {
     object = json::parse(line);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, or out_of_range for a number too large
     throw LineError{fmt::format("not valid JSON ({})", e.what())};
   }
   if (!object.is_object()) throw LineError{"expected a JSON object"};

@@ -113,10 +113,14 @@ std::vector<SampleRecord> read_records(const std::string& path) {
     const std::string line = text.substr(start, end - start);
     start = end + 1;
     if (line.empty()) continue;
+    json object;
     try {
-      records.push_back(record_from_json(json::parse(line)));
-    } catch (const json::parse_error& e) {
+      object = json::parse(line);
+    } catch (const json::exception& e) {  // parse_error, or out_of_range for a number too large
       fail("{} line {}: not valid JSON ({})", path, line_no, e.what());
+    }
+    try {
+      records.push_back(record_from_json(object));
     } catch (const Error& e) {
       fail("{} line {}: {}", path, line_no, e.what());
     }
