@@ -389,9 +389,9 @@ void matvec_range(const WeightView& w, const void* xprep, int64_t r0, int64_t r1
   // the hardware prefetchers to ramp up on each row by themselves. The float types prefetch
   // 4 KiB ahead: into L2 (prefetch_l2) f16 decoded 11.5 tok/s at 4 KiB against 11.0 at 2 KiB and
   // 11.4 at 8 KiB (1B shape, 2 threads, the 2026-11-27 VM), and a whole row ahead (16 KiB for
-  // ffn_down) was level or 3% slower (into L1 it was far slower). The block types keep
-  // max(row, 4 KiB): 2, 4 and 8 KiB measured within 4% of each other.
-  const size_t pf = dtype_is_quantized(w.type) ? std::max<size_t>(row_bytes(w.type, w.cols), 4096) : 4096;
+  // ffn_down) was level or 3% slower (into L1 it was far slower). The block types: see
+  // block_prefetch_bytes.
+  const size_t pf = dtype_is_quantized(w.type) ? detail::block_prefetch_bytes(w.type, w.cols) : 4096;
   if (r1 > r0 && (!dtype_is_quantized(w.type) || w.type == DType::Q8_0)) {
     // The loops prefetch pf bytes ahead of where they read: the first pf bytes of a range (the
     // start of a chunk, far from where this thread read last) are asked for here, all at once,

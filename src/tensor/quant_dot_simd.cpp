@@ -548,8 +548,7 @@ float dot_q4_0_avx2(const uint8_t* row, const QuantActivations& xa, size_t pf) {
 
 template <bool kVnni>
 void dot_rows(const WeightView& w, const QuantActivations& xa, int64_t r0, int64_t r1, float* y) {
-  // Prefetch about 4 KiB ahead (rows are short; see matvec.cpp).
-  const size_t pf = std::max<size_t>(row_bytes(w.type, w.cols), 4096);
+  const size_t pf = block_prefetch_bytes(w.type, w.cols);
 #if defined(KVSLIM_QDOT_Q4_0_512)
   if (kVnni && w.type == DType::Q4_0) {
     for (int64_t r = r0; r < r1; ++r) y[r - r0] = dot_q4_0_512(w.row(r), xa, pf);
@@ -965,7 +964,7 @@ float dot_q6_k_neon(const uint8_t* row, const QuantActivations& xa, size_t pf) {
 }  // namespace
 
 void quant_dot_rows_neon(const WeightView& w, const QuantActivations& xa, int64_t r0, int64_t r1, float* y) {
-  const size_t pf = std::max<size_t>(row_bytes(w.type, w.cols), 4096);
+  const size_t pf = block_prefetch_bytes(w.type, w.cols);
   switch (w.type) {
     case DType::Q4_0:
       for (int64_t r = r0; r < r1; ++r) y[r - r0] = dot_q4_0_neon(w.row(r), xa, pf);
