@@ -204,7 +204,7 @@ TEST(EveryLevel, ElementwiseKernelsAgreeWithScalar) {
   const int64_t n = 203;  // not a multiple of any vector width
   const auto a = normal_vec(size_t(n), 51), b = normal_vec(size_t(n), 52), w = normal_vec(size_t(n), 53);
   struct Out {
-    std::vector<float> norm, soft, glu, add, axpy, rope;
+    std::vector<float> norm, soft, peak, glu, add, axpy, rope;
     float dot = 0;
     std::vector<int32_t> above;
   };
@@ -214,6 +214,11 @@ TEST(EveryLevel, ElementwiseKernelsAgreeWithScalar) {
     rmsnorm(a.data(), w.data(), o.norm.data(), n, 1e-5f);
     o.soft = a;
     softmax_inplace(o.soft.data(), n);
+    // One logit 100 above the rest, inside the vector loops at every width: a maximum that
+    // missed it would leave exp(x - max) to overflow (e^97 is beyond float).
+    o.peak = a;
+    o.peak[137] = 100.0f;
+    softmax_inplace(o.peak.data(), n);
     o.glu.resize(size_t(n));
     swiglu(a.data(), b.data(), o.glu.data(), n);
     o.add = a;
@@ -243,6 +248,7 @@ TEST(EveryLevel, ElementwiseKernelsAgreeWithScalar) {
     const std::string at = std::string(" at ") + isa_name(isa);
     expect_close(got.norm, want.norm, std::vector<float>(size_t(n), 4.0f), 1e-6, "rmsnorm" + at);
     expect_close(got.soft, want.soft, want.soft, 1e-6, "softmax" + at);
+    expect_close(got.peak, want.peak, ones, 1e-6, "softmax with a peak" + at);
     expect_close(got.glu, want.glu, std::vector<float>(size_t(n), 4.0f), 1e-6, "swiglu" + at);
     expect_close(got.add, want.add, ones, 0.0, "add" + at);
     expect_close(got.axpy, want.axpy, std::vector<float>(size_t(n), 4.0f), 1e-6, "axpy" + at);

@@ -294,6 +294,23 @@ void score_rows_avx2(const float* q, int hd, int n_heads, Row row, int64_t rows,
   }
 }
 
+// og += sum over the m rows v[r] of pg[r] * v[r]. M > 0 fixes m = M at compile time, so that
+// the row loop unrolls and the weights stay in registers: with a run-time m (only the last
+// block of a page needs one) they were kept on the stack and read back for every FMA.
+template <int M>
+inline void add_weighted_block_avx2(const float* const* v, int m, const float* pg, int hd, float* og) {
+  const int rows = M > 0 ? M : m;
+  __m256 pr[8];
+#pragma GCC unroll 8
+  for (int r = 0; r < rows; ++r) pr[r] = _mm256_set1_ps(pg[r]);
+  for (int i = 0; i < hd; i += 8) {
+    __m256 acc = _mm256_loadu_ps(og + i);
+#pragma GCC unroll 8
+    for (int r = 0; r < rows; ++r) acc = _mm256_fmadd_ps(pr[r], _mm256_loadu_ps(v[r] + i), acc);
+    _mm256_storeu_ps(og + i, acc);
+  }
+}
+
 // Up to eight rows at a time (decoded into `buffer`, 8 * hd floats): each 8-float slice of a
 // head's output is loaded and stored once per block of rows, not once per row.
 template <class Codec, class Row>
@@ -306,13 +323,10 @@ void weighted_rows_avx2(const float* p, int64_t p_stride, int hd, int n_heads, R
     for (int g = 0; g < n_heads; ++g) {
       const float* pg = p + g * p_stride + j;
       float* og = out + int64_t(g) * hd;
-      __m256 pr[8];
-      for (int r = 0; r < m; ++r) pr[r] = _mm256_set1_ps(pg[r]);
-      for (int i = 0; i < hd; i += 8) {
-        __m256 acc = _mm256_loadu_ps(og + i);
-        for (int r = 0; r < m; ++r) acc = _mm256_fmadd_ps(pr[r], _mm256_loadu_ps(v[r] + i), acc);
-        _mm256_storeu_ps(og + i, acc);
-      }
+      if (m == 8)
+        add_weighted_block_avx2<8>(v, m, pg, hd, og);
+      else
+        add_weighted_block_avx2<0>(v, m, pg, hd, og);
     }
   }
 }
@@ -353,11 +367,35 @@ void weighted_rows(const float* p, int64_t p_stride, int hd, int n_heads, Row ro
   weighted_rows_generic<Codec>(p, p_stride, hd, n_heads, row, rows, out, buffer);
 }
 
-// Asks for the cache lines of a stored row of `bytes` bytes ahead of its use.
+// Asks for the cache lines of a stored row of `bytes` bytes ahead of its use, into L1
+// (kLocality 3) or L2 (2).
+template <int kLocality = 3>
 inline void prefetch_row(const uint8_t* row, size_t bytes) {
-  for (size_t b = 0; b < bytes; b += 64) __builtin_prefetch(row + b, 0, 3);
-  __builtin_prefetch(row + bytes - 1, 0, 3);
+  for (size_t b = 0; b < bytes; b += 64) __builtin_prefetch(row + b, 0, kLocality);
+  __builtin_prefetch(row + bytes - 1, 0, kLocality);
 }
+
+// The rows of one page for the dense decode kernels. Decode reads a head's pages front to back,
+// but each page is an allocation of its own (32 KiB of f16 keys at 256 tokens x head_dim 64), so
+// the hardware prefetchers start cold at every page and at every 4 KiB boundary inside one. So
+// each row read also asks for the row kDenseAhead bytes further on, in the next page once past
+// this one's end, into L2, as the matvecs do for their weights.
+constexpr size_t kDenseAhead = 4096;
+struct PageRows {
+  const uint8_t* rows;  // this page's rows
+  const uint8_t* next;  // the next page's rows, or null after the last page
+  size_t row_bytes;
+  size_t page_bytes;  // a whole page's rows (allocated even where the last page is not full)
+  const uint8_t* operator()(int64_t j) const {
+    const size_t at = size_t(j) * row_bytes;
+    const size_t ahead = at + kDenseAhead;
+    if (ahead < page_bytes)
+      prefetch_row<2>(rows + ahead, row_bytes);
+    else if (next != nullptr && ahead - page_bytes < page_bytes)
+      prefetch_row<2>(next + (ahead - page_bytes), row_bytes);
+    return rows + at;
+  }
+};
 
 float* scores_buffer(AttentionScratch& scratch, int64_t n) {
   // The owner sizes the buffer once; growing here only covers a caller that did not.
@@ -403,10 +441,9 @@ void score_all_rows(const PagedKv& kv, const float* q, int n_heads, float scale,
   with_codec(kv.head.key_type(), [&](auto codec) {
     using Codec = decltype(codec);
     for (int64_t p0 = 0; p0 < n; p0 += pt) {
-      const uint8_t* keys = pages[size_t(p0 / pt)]->keys;
-      score_rows<Codec>(
-          q, hd, n_heads, [keys, kb](int64_t j) { return keys + j * kb; }, std::min(pt, n - p0), scale, s + p0,
-          s_stride, buffer);
+      const size_t p = size_t(p0 / pt);
+      const PageRows keys{pages[p]->keys, p0 + pt < n ? pages[p + 1]->keys : nullptr, kb, size_t(pt) * kb};
+      score_rows<Codec>(q, hd, n_heads, keys, std::min(pt, n - p0), scale, s + p0, s_stride, buffer);
     }
   });
 }
@@ -433,10 +470,9 @@ void decode_dense(const PagedKv& kv, const float* q, int n_heads, float* out, At
   with_codec(kv.head.value_type(), [&](auto codec) {
     using Codec = decltype(codec);
     for (int64_t p0 = 0; p0 < n; p0 += pt) {
-      const uint8_t* values = pages[size_t(p0 / pt)]->values;
-      weighted_rows<Codec>(
-          s + p0, n, hd, n_heads, [values, vb](int64_t j) { return values + j * vb; }, std::min(pt, n - p0), out,
-          buffer);
+      const size_t p = size_t(p0 / pt);
+      const PageRows values{pages[p]->values, p0 + pt < n ? pages[p + 1]->values : nullptr, vb, size_t(pt) * vb};
+      weighted_rows<Codec>(s + p0, n, hd, n_heads, values, std::min(pt, n - p0), out, buffer);
     }
   });
 }

@@ -126,6 +126,14 @@ void softmax_inplace(float* x, int64_t n, float sink) {
   __m512 vm = _mm512_set1_ps(mx);
   for (; i + 16 <= n; i += 16) vm = _mm512_max_ps(vm, _mm512_loadu_ps(x + i));
   mx = _mm512_reduce_max_ps(vm);
+#elif defined(KVSLIM_HAS_AVX2)
+  // (The scalar loop below is one dependent max per element: it took a tenth of decode
+  // attention's time at 4096 tokens of context.)
+  __m256 vm = _mm256_set1_ps(mx);
+  for (; i + 8 <= n; i += 8) vm = _mm256_max_ps(vm, _mm256_loadu_ps(x + i));
+  __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(vm), _mm256_extractf128_ps(vm, 1));
+  m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+  mx = _mm_cvtss_f32(_mm_max_ss(m4, _mm_movehdup_ps(m4)));
 #endif
   for (; i < n; ++i) mx = std::max(mx, x[i]);
   if (mx == -std::numeric_limits<float>::infinity()) {
@@ -176,6 +184,9 @@ void softmax_inplace(float* x, int64_t n, float sink) {
 #if defined(KVSLIM_HAS_AVX512F)
   const __m512 vinv = _mm512_set1_ps(inv);
   for (; i + 16 <= n; i += 16) _mm512_storeu_ps(x + i, _mm512_mul_ps(_mm512_loadu_ps(x + i), vinv));
+#elif defined(KVSLIM_HAS_AVX2)
+  const __m256 vinv = _mm256_set1_ps(inv);
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), vinv));
 #endif
   for (; i < n; ++i) x[i] *= inv;
 }
