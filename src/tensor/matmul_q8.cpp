@@ -209,10 +209,7 @@ void quantize_x_block(const float* xb, int8_t* q, float& d, int32_t& sum) {
   for (int i = 0; i < 4; ++i) v[i] = _mm256_loadu_ps(xb + 8 * i);
   const __m256 m = _mm256_max_ps(_mm256_max_ps(_mm256_andnot_ps(sign, v[0]), _mm256_andnot_ps(sign, v[1])),
                                  _mm256_max_ps(_mm256_andnot_ps(sign, v[2]), _mm256_andnot_ps(sign, v[3])));
-  __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
-  m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
-  m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
-  const float amax = _mm_cvtss_f32(m4);
+  const float amax = hmax256(m);
   d = amax / 127.0f;
   const __m256 vid = _mm256_set1_ps(amax != 0.0f ? 127.0f / amax : 0.0f);
   __m256i qi[4];

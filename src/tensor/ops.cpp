@@ -131,9 +131,7 @@ void softmax_inplace(float* x, int64_t n, float sink) {
   // the AVX2 decode attention's time at 4096 tokens of context.
   __m256 vm = _mm256_set1_ps(mx);
   for (; i + 8 <= n; i += 8) vm = _mm256_max_ps(vm, _mm256_loadu_ps(x + i));
-  __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(vm), _mm256_extractf128_ps(vm, 1));
-  m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
-  mx = _mm_cvtss_f32(_mm_max_ss(m4, _mm_movehdup_ps(m4)));
+  mx = detail::hmax256(vm);
 #endif
   for (; i < n; ++i) mx = std::max(mx, x[i]);
   if (mx == -std::numeric_limits<float>::infinity()) {

@@ -6,8 +6,8 @@
 #include "tensor/isa_begin.h"
 
 #if defined(KVSLIM_HAS_AVX512F) && defined(KVSLIM_HAS_AVX512BW) && defined(KVSLIM_HAS_AVX512BF16)
-// BF16 weights are multiplied with vdpbf16ps (matvec.cpp, matmul.cpp) against x rounded to
-// bf16 pairs.
+// BF16 weights are multiplied with vdpbf16ps in decode (matvec.cpp) against x rounded to bf16
+// pairs; prefill widens them to f32.
 #define KVSLIM_BF16_DOT 1
 #endif
 
@@ -21,6 +21,14 @@ inline float hsum256(__m256 v) {
   s = _mm_add_ps(s, _mm_movehl_ps(s, s));
   s = _mm_add_ss(s, _mm_movehdup_ps(s));
   return _mm_cvtss_f32(s);
+}
+
+// The largest of the 8 lanes of v.
+inline float hmax256(__m256 v) {
+  __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+  m = _mm_max_ss(m, _mm_movehdup_ps(m));
+  return _mm_cvtss_f32(m);
 }
 #endif
 
