@@ -83,8 +83,9 @@ Vec quantized_q8_k(const Vec& x) {
   return out;
 }
 
-// Set while computing the reference for prefill on builds whose int8 GEMM takes q4_K / q5_K: it
-// quantises their activations in q8_0-style blocks of 32 rather than q8_K super-blocks.
+// Set while computing the reference for prefill: the types the level's int8 GEMM takes (q4_K /
+// q5_K, q6_K at the AVX2 levels) have their activations quantised in q8_0-style blocks of 32
+// rather than q8_K super-blocks.
 bool g_k_prefill_int8 = false;
 
 // x rounded to bf16 (the engine's BF16 weights meet it so on AVX512-BF16 builds): the f32 value
@@ -106,7 +107,7 @@ Vec rounded_to_bf16(const Vec& x) {
 }
 
 Vec matvec_ref(const RefTensor& w, const Vec& input) {
-  const bool k32 = g_k_prefill_int8 && (w.type == DType::Q4_K || w.type == DType::Q5_K);
+  const bool k32 = g_k_prefill_int8 && detail::matmul_q8_takes(w.type);
   const Vec x = w.type == DType::BF16 && bf16_weights_round_x() ? rounded_to_bf16(input)
                 : !dtype_is_quantized(w.type)                   ? input
                 : dtype_block_size(w.type) == 256 && !k32       ? quantized_q8_k(input)
@@ -245,7 +246,7 @@ TEST_P(ForwardVsReference, LogitsAgreeWithDoublePrecisionReference) {
   const auto model = Model::load(path);
   const auto tokens = test_tokens(23, model->config().n_vocab);
   const auto want = reference_logits(path, tokens);
-  g_k_prefill_int8 = detail::matmul_q8_available();
+  g_k_prefill_int8 = true;
   const auto want_prefill = reference_logits(path, tokens);
   g_k_prefill_int8 = false;
   // Prefill blocks (matrix-matrix path) and one-token decode (matrix-vector path) both checked.

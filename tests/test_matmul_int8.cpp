@@ -44,12 +44,12 @@ std::vector<double> quantised_x(const float* x, int64_t cols) {
   return out;
 }
 
-// The levels of this CPU whose build has an int8 GEMM.
-std::vector<Isa> int8_gemm_levels() {
+// The levels of this CPU whose build has an int8 GEMM that takes `type`.
+std::vector<Isa> int8_gemm_levels(DType type = DType::Q8_0) {
   std::vector<Isa> levels;
   for (Isa isa : supported_isas()) {
     const ScopedIsa scoped(isa);
-    if (detail::matmul_q8_available()) levels.push_back(isa);
+    if (detail::matmul_q8_takes(type)) levels.push_back(isa);
   }
   return levels;
 }
@@ -110,10 +110,10 @@ struct Shape {
 class Int8Gemm : public ::testing::TestWithParam<DType> {};
 
 TEST_P(Int8Gemm, EveryLevelMatchesReferenceAndTheOthersOnOddShapes) {
-  const auto levels = int8_gemm_levels();
-  if (levels.empty()) GTEST_SKIP() << "no level with an int8 GEMM on this CPU";
   const DType type = GetParam();
-  const bool k_quant = dtype_block_size(type) == 256;  // q4_K, q5_K, iq4_xs
+  const auto levels = int8_gemm_levels(type);
+  if (levels.empty()) GTEST_SKIP() << "no level with an int8 GEMM for " << dtype_name(type) << " on this CPU";
+  const bool k_quant = dtype_block_size(type) == 256;  // q4_K, q5_K, q6_K, iq4_xs
   // M (tokens), N (rows) and K (blocks) around the tile sizes (4 / 6 / 16 / 32 tokens, 16 / 32
   // rows, 128-row weight groups, 16-block K slices): 1 short of, 1 past, and far from whole tiles.
   std::vector<Shape> shapes;
@@ -147,9 +147,9 @@ TEST_P(Int8Gemm, EveryLevelMatchesReferenceAndTheOthersOnOddShapes) {
 // blocks of the largest level) against activation blocks of one value (every q = +-127): the
 // largest int16 pair sums an AVX2 chain can reach. A chain one quad too long saturates here.
 TEST_P(Int8Gemm, ExtremeLevelsAndActivationsStayExact) {
-  const auto levels = int8_gemm_levels();
-  if (levels.empty()) GTEST_SKIP() << "no level with an int8 GEMM on this CPU";
   const DType type = GetParam();
+  const auto levels = int8_gemm_levels(type);
+  if (levels.empty()) GTEST_SKIP() << "no level with an int8 GEMM for " << dtype_name(type) << " on this CPU";
   const int64_t n = 9, rows = 37, cols = 512;
   const size_t rb = row_bytes(type, cols);
   const size_t block_bytes = dtype_block_bytes(type);
@@ -164,8 +164,9 @@ TEST_P(Int8Gemm, ExtremeLevelsAndActivationsStayExact) {
     if (type == DType::MXFP4) {  // its E8M0 byte: scales 2^-4 .. 2^1, not any power of two up to 2^127
       data[off] = static_cast<uint8_t>(124 + rng() % 6);
     } else {
+      // q6_K keeps d last (its int8 sub-scales stay random: -128 and 127 occur); the others first.
       const uint16_t d = fp32_to_fp16(0.5f + static_cast<float>(rng() % 1000) / 1000.0f);
-      std::memcpy(&data[off], &d, 2);
+      std::memcpy(&data[off + (type == DType::Q6_K ? block_bytes - 2 : 0)], &d, 2);
     }
     if (has_min) {
       const uint16_t m = fp32_to_fp16(static_cast<float>(rng() % 1000) / 2000.0f);
@@ -197,7 +198,7 @@ TEST_P(Int8Gemm, MatmulTakesTheInt8Gemm) {
   const auto x = normal_vec(static_cast<size_t>(n * cols), 12);
   ThreadPool pool(2);
   int checked = 0;
-  for (Isa isa : int8_gemm_levels()) {
+  for (Isa isa : int8_gemm_levels(type)) {
     const ScopedIsa scoped(isa);
     std::vector<float> a(static_cast<size_t>(n * rows)), b(a.size());
     matmul(w, x.data(), n, a.data(), pool);
@@ -205,12 +206,12 @@ TEST_P(Int8Gemm, MatmulTakesTheInt8Gemm) {
     EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * 4)) << isa_name(isa);
     ++checked;
   }
-  if (checked == 0) GTEST_SKIP() << "no level with an int8 GEMM on this CPU";
+  if (checked == 0) GTEST_SKIP() << "no level with an int8 GEMM for " << dtype_name(type) << " on this CPU";
 }
 
 INSTANTIATE_TEST_SUITE_P(BlockTypes, Int8Gemm,
                          ::testing::Values(DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q4_K,
-                                           DType::Q5_K, DType::IQ4_NL, DType::IQ4_XS, DType::MXFP4),
+                                           DType::Q5_K, DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS, DType::MXFP4),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
 TEST(Int8GemmPaths, ThreadCountDoesNotChangeResults) {

@@ -14,6 +14,7 @@
 
 #include "tensor/dtype.h"
 #include "tensor/isa.h"
+#include "tensor/matmul_internal.h"
 #include "tensor/ops.h"
 #include "util/thread_pool.h"
 #include "random_values.h"
@@ -226,6 +227,9 @@ TEST(IsaKernels, GemmMatchesScalarLevel) {
       }
       for (Isa isa : supported_isas()) {
         ScopedIsa level(isa);
+        // A level whose int8 GEMM takes q6_K quantises x in blocks of 32, not through q8_K as the
+        // scalar level does: test_matmul_int8.cpp checks it against a reference that does the same.
+        if (t == DType::Q6_K && detail::matmul_q8_takes(t)) continue;
         std::vector<float> y(static_cast<size_t>(n * rows), -1.0f);
         matmul(w.view, x.data(), n, y.data(), pool);
         for (int64_t i = 0; i < n; ++i) {

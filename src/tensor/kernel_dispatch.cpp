@@ -127,6 +127,8 @@ void quant_dot_rows(const WeightView& w, const QuantActivations& xa, int64_t r0,
 
 bool matmul_q8_available() { KVSLIM_ISA_DISPATCH(detail::matmul_q8_available()); }
 
+bool matmul_q8_takes(DType type) { KVSLIM_ISA_DISPATCH(detail::matmul_q8_takes(type)); }
+
 bool amx_int8_usable() { KVSLIM_ISA_DISPATCH(detail::amx_int8_usable()); }
 
 void matmul_q8(const WeightView& w, const float* x, int64_t n, float* y, ThreadPool& pool, Int8Gemm path) {

@@ -1,12 +1,13 @@
 // matmul: Y = X W^T for a batch of n activation rows (prefill).
 //
-// f32/f16/bf16, q2_K, q3_K, q6_K (and every block type at the scalar and plain NEON levels) use a blocked f32 GEMM of
+// f32/f16/bf16, q2_K, q3_K, q6_K (but at the AVX2 / AVX-VNNI levels), and every block type at the scalar and plain NEON
+// levels, use a blocked f32 GEMM of
 // our own (measured within ~10% of OpenBLAS's sgemm, without its extra packing pass or thread pool): X is packed once
 // into panels of kMR tokens ([k][kMR] floats, shared by all threads); threads take chunks of kNR-row weight panels from
 // a queue and, for each kKC-deep slice of K, convert a panel to f32 in [k][kNR] order (converted 16 values at a time
 // and transposed in registers) and run the kMR x kNR register-blocked micro-kernel over all token panels, prefetching
-// the next panel's weights meanwhile. q8_0, the legacy 32-block types, q4_K and q5_K go to the int8 kernels instead
-// (q8_0-style activations of 32): AVX-512 VNNI in matmul_q8.cpp (2.5x the f32 GEMM's speed), AMX-INT8 tiles where the
+// the next panel's weights meanwhile. The types detail::matmul_q8_takes go to the int8 kernels instead (q8_0-style
+// activations of 32): AVX-512 VNNI in matmul_q8.cpp (2.5x the f32 GEMM's speed), AMX-INT8 tiles where the
 // CPU and kernel allow (matmul_q8_amx.cpp; KVSLIM_NO_AMX=1 keeps the VNNI kernel), at the AVX2 level the maddubs kernel
 // of matmul_q8_avx2.cpp, on aarch64 with dotprod / i8mm the sdot / smmla kernels of matmul_q8_neon.cpp; all give
 // identical bits. Each output is computed by one thread in a fixed order, so results do not depend on the number of
@@ -412,24 +413,6 @@ struct GemmOperands {
   bool accumulate;
 };
 
-// The weight types the int8 GEMMs take (one scale, and at most one min, per 32 values); q2_K,
-// q3_K and q6_K (16-value sub-blocks) go through the dequantising f32 GEMM.
-bool has_int8_gemm(DType type) {
-  switch (type) {
-    case DType::Q8_0:
-    case DType::Q4_0:
-    case DType::Q4_1:
-    case DType::Q5_0:
-    case DType::Q5_1:
-    case DType::Q4_K:
-    case DType::Q5_K:
-    case DType::IQ4_NL:
-    case DType::IQ4_XS:
-    case DType::MXFP4: return true;
-    default: return false;
-  }
-}
-
 // The blocked GEMM over a panel format P (F32Panels or F32TransposedPanels), on the
 // pool's threads, or on the calling thread alone when pool is null.
 template <class P>
@@ -529,7 +512,7 @@ void matmul(const WeightView& w, const float* x, int64_t n, float* y, ThreadPool
     matvec(w, x, y, pool);
     return;
   }
-  if (has_int8_gemm(w.type) && detail::matmul_q8_available()) {
+  if (detail::matmul_q8_takes(w.type)) {
     detail::matmul_q8(w, x, n, y, pool);
     return;
   }
@@ -563,9 +546,7 @@ void gemm_f32_nn(const float* x, int64_t ldx, int64_t n, const float* w, int64_t
 }
 
 const char* matmul_kernel(DType type) {
-  if (has_int8_gemm(type) && detail::matmul_q8_available()) {
-    return detail::amx_int8_usable() ? "amx int8 gemm (avx512-vnni below 16 tokens)" : detail::matmul_q8_kernel();
-  }
+  if (detail::matmul_q8_takes(type)) return detail::matmul_q8_kernel(type);
   const char* f32_gemm =
 #if defined(KVSLIM_HAS_AVX512F)
       "avx512 f32 gemm 14x32";

@@ -3,7 +3,8 @@
 // and the AMX-INT8 kernel of matmul_q8_amx.cpp (same int8 values from the shared helpers below, same bits out). At the
 // AVX2 level (no VNNI) matmul_q8 runs the maddubs kernel of matmul_q8_avx2.cpp instead, on the same helpers' values,
 // again with the same bits out; on aarch64 (dotprod, i8mm) the NEON kernels of matmul_q8_neon.cpp, on NEON bodies of
-// the helpers that give the same values.
+// the helpers that give the same values. q6_K, whose 16-value halves have int8 scales of their own, goes to
+// matmul_q8_avx2.cpp at every x86 level (its 512-bit form at the AVX-512 levels, AMX or not).
 //
 // The other types are unpacked while packing a weight panel into the same int8 form, exactly:
 // q4_0 / q5_0 as q - 8 / q - 16 with scale d; q4_1 / q5_1 as q with scale d plus a per-block
@@ -46,6 +47,26 @@
 #endif
 
 namespace kvslim::KVSLIM_ISA_NS::detail {
+
+namespace {
+// The types every int8 GEMM takes: one scale, and at most one min, per 32 values. (q2_K, q3_K and
+// q6_K have 16-value sub-blocks; matmul_q8_avx2.cpp takes q6_K at the x86 levels.)
+[[maybe_unused]] bool int8_gemm_block_type(DType type) {
+  switch (type) {
+    case DType::Q8_0:
+    case DType::Q4_0:
+    case DType::Q4_1:
+    case DType::Q5_0:
+    case DType::Q5_1:
+    case DType::Q4_K:
+    case DType::Q5_K:
+    case DType::IQ4_NL:
+    case DType::IQ4_XS:
+    case DType::MXFP4: return true;
+    default: return false;
+  }
+}
+}  // namespace
 
 #if defined(KVSLIM_Q8_GEMM) || defined(KVSLIM_Q8_GEMM_AVX2) || defined(KVSLIM_Q8_GEMM_NEON)
 
@@ -455,10 +476,16 @@ static void matmul_q8_vnni(const WeightView& w, const float* x, int64_t n, float
 
 bool matmul_q8_available() { return true; }
 
-const char* matmul_q8_kernel() { return "avx512-vnni int8 gemm 6x32"; }
+bool matmul_q8_takes(DType type) { return int8_gemm_block_type(type) || type == DType::Q6_K; }
+
+const char* matmul_q8_kernel(DType type) {
+  if (type == DType::Q6_K) return "avx512 int8 gemm (maddubs, 4x32, q6_K halves)";
+  return amx_int8_usable() ? "amx int8 gemm (avx512-vnni below 16 tokens)" : "avx512-vnni int8 gemm 6x32";
+}
 
 void matmul_q8(const WeightView& w, const float* x, int64_t n, float* y, ThreadPool& pool, Int8Gemm path) {
   if (path == Int8Gemm::Amx && !amx_int8_usable()) fail("matmul_q8: AMX-INT8 is not usable on this machine");
+  if (w.type == DType::Q6_K) return matmul_q8_avx2(w, x, n, y, pool);
   // AMX works on 16-token tiles; below one tile the VNNI kernel's 6-token micro-tiles waste less.
   if (path == Int8Gemm::Amx || (path == Int8Gemm::Auto && n >= 16 && amx_int8_usable())) {
     matmul_q8_amx(w, x, n, y, pool);
@@ -471,7 +498,10 @@ void matmul_q8(const WeightView& w, const float* x, int64_t n, float* y, ThreadP
 
 bool matmul_q8_available() { return true; }
 
-const char* matmul_q8_kernel() {
+bool matmul_q8_takes(DType type) { return int8_gemm_block_type(type) || type == DType::Q6_K; }
+
+const char* matmul_q8_kernel(DType type) {
+  if (type == DType::Q6_K) return "avx2 int8 gemm (maddubs, 4x16, q6_K halves)";
 #if defined(KVSLIM_HAS_AVXVNNI)
   return "avx-vnni int8 gemm (vpdpbusd, 4x16 / 4x8 for q8_0 and iq4)";
 #else
@@ -489,7 +519,9 @@ void matmul_q8(const WeightView& w, const float* x, int64_t n, float* y, ThreadP
 
 bool matmul_q8_available() { return true; }
 
-const char* matmul_q8_kernel() {
+bool matmul_q8_takes(DType type) { return int8_gemm_block_type(type); }
+
+const char* matmul_q8_kernel(DType) {
 #if defined(KVSLIM_HAS_NEON_I8MM)
   return "neon-i8mm int8 gemm (smmla 4x8)";
 #elif defined(KVSLIM_HAS_NEON_DOTPROD)
@@ -509,7 +541,9 @@ void matmul_q8(const WeightView& w, const float* x, int64_t n, float* y, ThreadP
 
 bool matmul_q8_available() { return false; }
 
-const char* matmul_q8_kernel() { return "none"; }
+bool matmul_q8_takes(DType) { return false; }
+
+const char* matmul_q8_kernel(DType) { return "none"; }
 
 void matmul_q8(const WeightView&, const float*, int64_t, float*, ThreadPool&, Int8Gemm) {
   fail("matmul_q8: this level has no int8 GEMM (AVX2, AVX-512 VNNI, or aarch64 NEON)");

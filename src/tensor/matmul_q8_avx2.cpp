@@ -32,6 +32,15 @@
 // At the avxvnni level the same layouts and steps run with vpdpbusd in place of vpmaddubsw: the
 // int32 sums take each quad directly (no int16 chains, no widening), so the results are the
 // AVX2 kernel's bits.
+//
+// q6_K (value = d * sub_h * (level - 32), an int8 sub_h per 16-value half h of a block) is fed as
+// u = level (0..63) with one int16 chain per half, which starts at -32 times the half's
+// activation pair sums (so it ends at the pair sums of (u - 32) * x, at most 4 * 2 * 32 * 127 =
+// 32512) and is widened by vpmaddwd with sub_h: the block's int32 sum is sum_h sub_h * sum(q * x),
+// exact (below 2^24, so its float is too), then scaled by d * d_x like any block. This runs at
+// every x86 level, vpmaddubsw at avxvnni too (vpdpbusd's int32 sums could not be weighted per half
+// without a 32-bit multiply), and on 512-bit registers at the AVX-512 levels (micro_kernel_512,
+// the same sums and f32 steps), where the VNNI and AMX kernels take the other types.
 #include <algorithm>
 #include <cstring>
 #include <utility>
@@ -45,7 +54,8 @@
 #include "tensor/simd.h"
 #include "tensor/int8_gemm_driver.h"
 
-#if defined(KVSLIM_HAS_AVX2) && defined(KVSLIM_HAS_FMA) && !defined(KVSLIM_HAS_AVX512VNNI)
+// Also at the AVX-512 levels, for q6_K.
+#if defined(KVSLIM_HAS_AVX2) && defined(KVSLIM_HAS_FMA)
 #define KVSLIM_Q8_GEMM_AVX2 1
 #endif
 
@@ -58,8 +68,9 @@ namespace {
 constexpr int64_t kKB = kInt8SliceBlocks;  // blocks per K slice
 
 // A micro-tile of kMR tokens x kNR = 8 * kNRV weight rows, for weights fed as kPlanes planes of
-// levels whose int16 chain sums may run over kChain quads.
-template <int MR, int NRV, int Planes, int Chain, bool Mins>
+// levels whose int16 chain sums may run over kChain quads. kSubScales: q6_K's two 16-value
+// halves per block, each with its own int8 scale (see q6k_half_patterns).
+template <int MR, int NRV, int Planes, int Chain, bool Mins, bool SubScales = false>
 struct Tile {
   static constexpr int kMR = MR;
   static constexpr int kNRV = NRV;
@@ -68,13 +79,16 @@ struct Tile {
   static constexpr int kChain = Chain;
   static constexpr int kChains = 8 / Chain;  // chains per block (each over every plane)
   static constexpr bool kMins = Mins;
+  static constexpr bool kSubScales = SubScales;
   static_assert(8 % Chain == 0 && (Planes == 1 || Planes == 2));
+  static_assert(!SubScales || (Chain == 4 && Planes == 1 && !Mins));  // one chain per 16-value half
   // One packed X block: q [8][kMR][4], then scales [kMR] f32, corrections [kMR] and sums [kMR] i32.
   static constexpr size_t kXLevels = 8 * kMR * 4;
   static constexpr size_t kXBlockBytes = kXLevels + 3 * kMR * 4;
-  // One packed W block: levels [kPlanes][8][kNR][4], then scales [kNR] and mins [kNR] f32.
+  // One packed W block: levels [kPlanes][8][kNR][4], then scales [kNR] and mins [kNR] f32, or
+  // (kSubScales) scales [kNR] f32 and the halves' scale patterns [2][kNR] i32.
   static constexpr size_t kWLevels = static_cast<size_t>(kPlanes) * 8 * kNR * 4;
-  static constexpr size_t kWBlockBytes = kWLevels + 2 * kNR * 4;
+  static constexpr size_t kWBlockBytes = kWLevels + (kSubScales ? 3 : 2) * kNR * 4;
 };
 
 // o with u = q + o >= 0 for the values q of unpack_int8_block (see the top of the file).
@@ -86,10 +100,33 @@ int level_offset(DType type) {
     case DType::Q4_0: return 8;
     case DType::Q5_0: return 16;
     case DType::MXFP4: return 12;  // table levels -12..12: u = 0..24, 5 bits as q5_0's
+    case DType::Q6_K: return 32;   // q - 32 for the 6-bit level q: u = q
     default: return 0;             // q4_1, q5_1, q4_K, q5_K: q is the level
   }
 }
 
+// q6_K: the int16 pair sums that vpmaddubsw(32, x) gives over each 16-value half of an activation
+// block (quads 0-3 and 4-7), negated, as the int32 broadcast that starts the half's chain: the
+// chain then holds the pair sums of (u - 32) * x = q * x, so a half's sum can be scaled by its
+// row's int8 scale with vpmaddwd (a per-token correction could not: it would be row-dependent).
+// |32 * 8 * 127| = 32512 fits in int16.
+void q6k_half_patterns(const int8_t* q, int32_t& half0, int32_t& half1) {
+  int32_t pat[2];
+  for (int h = 0; h < 2; ++h) {
+    int lo = 0, hi = 0;
+    for (int qd = 4 * h; qd < 4 * h + 4; ++qd) {
+      lo += q[4 * qd] + q[4 * qd + 1];
+      hi += q[4 * qd + 2] + q[4 * qd + 3];
+    }
+    pat[h] = static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint16_t>(-32 * lo)) |
+                                  (static_cast<uint32_t>(static_cast<uint16_t>(-32 * hi)) << 16));
+  }
+  half0 = pat[0];
+  half1 = pat[1];
+}
+
+// X packed for tile T: per block the levels, then scales, corrections -offset * sum(q) and sums
+// (for kSubScales tiles, the two halves' q6k_half_patterns in place of corrections and sums).
 template <class T>
 void pack_x_panel(const float* x, int64_t n, int64_t k, int64_t t0, int offset, uint8_t* dst) {
   constexpr int kMR = T::kMR;
@@ -110,8 +147,12 @@ void pack_x_panel(const float* x, int64_t n, int64_t k, int64_t t0, int offset, 
         std::memset(q, 0, sizeof(q));
       }
       scales[t] = d;
-      corr[t] = -offset * sum;
-      sums[t] = sum;
+      if constexpr (T::kSubScales) {
+        q6k_half_patterns(q, corr[t], sums[t]);
+      } else {
+        corr[t] = -offset * sum;
+        sums[t] = sum;
+      }
       for (int qd = 0; qd < 8; ++qd) std::memcpy(blk + (qd * kMR + t) * 4, q + 4 * qd, 4);
     }
   }
@@ -136,6 +177,25 @@ inline void transpose8x8_epi32(__m256i (&r)[8]) {
   }
 }
 
+// The 32-value block `b` of a q6_K row (one of the 8 per super-block) as q = level - 32, with the
+// super-block's scale d and the int8 scales of its two 16-value halves: value = d * sub[h] * q.
+// The low 4 bits of the 32 levels are 32 consecutive bytes of ql (low or high nibbles), their
+// high 2 bits one bit pair of 32 consecutive bytes of qh (layout in quant_blocks.h).
+void unpack_q6k_block(const uint8_t* row, int64_t b, int8_t* q, float& d, int8_t (&sub)[2]) {
+  const auto& blk = reinterpret_cast<const BlockQ6_K*>(row)[b / 8];
+  const int j = static_cast<int>(b % 8), h = j / 4, quarter = j % 4;
+  const __m256i nib = _mm256_set1_epi8(0x0F);
+  __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.ql + 64 * h + 32 * (quarter & 1)));
+  lo = quarter < 2 ? _mm256_and_si256(lo, nib) : _mm256_and_si256(_mm256_srli_epi16(lo, 4), nib);
+  const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qh + 32 * h));
+  const __m256i hi = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * quarter)), _mm256_set1_epi8(3));
+  const __m256i level = _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(q), _mm256_sub_epi8(level, _mm256_set1_epi8(32)));
+  d = fp16_to_fp32(blk.d);
+  sub[0] = blk.scales[2 * j];
+  sub[1] = blk.scales[2 * j + 1];
+}
+
 // Packs rows [r0, r0 + kNR) x blocks [b0, b0 + nbk) of w as levels u = q + offset (split into
 // nibble planes when kPlanes == 2); rows past the end get levels 0 and scale 0. Each group of 8
 // rows is unpacked into 8 registers (one row's 32 levels each) and transposed as 8 x 8 quads, so
@@ -151,7 +211,8 @@ void pack_w_panel(const WeightView& w, int64_t r0, int64_t b0, int64_t nbk, int 
   for (int64_t b = 0; b < nbk; ++b) {
     uint8_t* blk = dst + b * T::kWBlockBytes;
     auto* scales = reinterpret_cast<float*>(blk + T::kWLevels);
-    auto* mins = scales + kNR;
+    auto* mins = scales + kNR;                      // (kSubScales: no mins)
+    auto* subs = reinterpret_cast<int32_t*>(mins);  // (kSubScales) [half][row]: the half's int8 scale in both int16
     for (int v = 0; v < T::kNRV; ++v) {
       __m256i u[8];
       for (int j = 0; j < 8; ++j) {
@@ -159,11 +220,21 @@ void pack_w_panel(const WeightView& w, int64_t r0, int64_t b0, int64_t nbk, int 
         if (row >= nr) {
           scales[row] = 0.0f;
           mins[row] = 0.0f;
+          if constexpr (T::kSubScales) subs[kNR + row] = 0;
           u[j] = _mm256_setzero_si256();  // level 0 in every plane, whatever the offset
           continue;
         }
         alignas(32) int8_t q[kQ8Block];
-        unpack_int8_block(w.type, w.row(r0 + row), b0 + b, q, scales[row], mins[row]);
+        if constexpr (T::kSubScales) {
+          int8_t sub[2];
+          unpack_q6k_block(w.row(r0 + row), b0 + b, q, scales[row], sub);
+          for (int h = 0; h < 2; ++h) {
+            const auto s16 = static_cast<uint32_t>(static_cast<uint16_t>(sub[h]));
+            subs[h * kNR + row] = static_cast<int32_t>(s16 | (s16 << 16));
+          }
+        } else {
+          unpack_int8_block(w.type, w.row(r0 + row), b0 + b, q, scales[row], mins[row]);
+        }
         // Read back as the two 16-byte halves most types' unpacking stores: one 32-byte load of
         // them cannot take its bytes from the pending stores and waits for them to retire.
         const __m256i levels =
@@ -196,15 +267,16 @@ inline __m256i pinned(__m256i v) {
 
 // Adds chain kC of a block (quads [q0, q0 + kChain) of every plane) to the block's int32 sums
 // isum; the first chain starts them at the correction. The planes share the activation
-// broadcasts. A function of its own with constant bounds, so that GCC keeps `chain` in registers.
+// broadcasts. Functions of their own with constant bounds, so that GCC keeps the chains in
+// registers.
+#if defined(KVSLIM_HAS_AVXVNNI)
+// vpdpbusd adds each quad's four products into int32 without saturating: the sums run in int32
+// from the start (plane 1 apart, weighted by 16 at the end), the same integers as the int16 chains.
 template <class T, int kC>
-[[gnu::always_inline]] inline void add_chain(const uint8_t* wb, const uint8_t* xb, const int32_t* xcorr,
-                                             __m256i (&isum)[T::kMR][T::kNRV]) {
+[[gnu::always_inline]] inline void add_chain_dpbusd(const uint8_t* wb, const uint8_t* xb, const int32_t* xcorr,
+                                                    __m256i (&isum)[T::kMR][T::kNRV]) {
   constexpr int kMR = T::kMR, kNRV = T::kNRV, kNR = T::kNR, kPlanes = T::kPlanes;
   constexpr int q0 = kC * T::kChain;
-#if defined(KVSLIM_HAS_AVXVNNI)
-  // vpdpbusd adds each quad's four products into int32 without saturating: the sums run in int32
-  // from the start (plane 1 apart, weighted by 16 at the end), the same integers as the int16 chains.
   __m256i sums[kPlanes][kMR][kNRV];
 #pragma GCC unroll 8
   for (int t = 0; t < kMR; ++t) {
@@ -214,9 +286,47 @@ template <class T, int kC>
       if constexpr (kPlanes == 2) sums[1][t][v] = _mm256_setzero_si256();
     }
   }
-#else
-  __m256i chain[kPlanes][kMR][kNRV];  // int16 pair sums of this chain of quads
+#pragma GCC unroll 8
+  for (int qd = q0; qd < q0 + T::kChain; ++qd) {
+    __m256i wv[kPlanes][kNRV];
+#pragma GCC unroll 2
+    for (int p = 0; p < kPlanes; ++p) {
+#pragma GCC unroll 4
+      for (int v = 0; v < kNRV; ++v) {
+        wv[p][v] = _mm256_load_si256(reinterpret_cast<const __m256i*>(wb + ((p * 8 + qd) * kNR + 8 * v) * 4));
+      }
+    }
+    const auto* xq = reinterpret_cast<const int32_t*>(xb + qd * kMR * 4);
+#pragma GCC unroll 8
+    for (int t = 0; t < kMR; ++t) {
+      const __m256i xv = _mm256_set1_epi32(xq[t]);
+#pragma GCC unroll 2
+      for (int p = 0; p < kPlanes; ++p) {
+#pragma GCC unroll 4
+        for (int v = 0; v < kNRV; ++v) sums[p][t][v] = dpbusd256(sums[p][t][v], wv[p][v], xv);
+      }
+    }
+  }
+#pragma GCC unroll 8
+  for (int t = 0; t < kMR; ++t) {
+#pragma GCC unroll 4
+    for (int v = 0; v < kNRV; ++v) {
+      isum[t][v] = kPlanes == 2 ? _mm256_add_epi32(sums[0][t][v], _mm256_slli_epi32(sums[1][t][v], 4)) : sums[0][t][v];
+    }
+  }
+}
 #endif
+
+// The int16 chains of vpmaddubsw, widened once per chain with vpmaddwd. For kSubScales tiles
+// (q6_K) a chain is one 16-value half: it starts at the half's negated pattern (so it holds the
+// pair sums of q * x) and is widened by the row's scale of that half, which makes isum the block's
+// sum of sub[h] * q * x; the block's d then scales it like any other type's.
+template <class T, int kC>
+[[gnu::always_inline]] inline void add_chain_maddubs(const uint8_t* wb, const uint8_t* xb, const int32_t* xcorr,
+                                                     __m256i (&isum)[T::kMR][T::kNRV]) {
+  constexpr int kMR = T::kMR, kNRV = T::kNRV, kNR = T::kNR, kPlanes = T::kPlanes;
+  constexpr int q0 = kC * T::kChain;
+  __m256i chain[kPlanes][kMR][kNRV];  // int16 pair sums of this chain of quads
 #pragma GCC unroll 8
   for (int qd = q0; qd < q0 + T::kChain; ++qd) {
     __m256i wv[kPlanes][kNRV];
@@ -235,37 +345,45 @@ template <class T, int kC>
       for (int p = 0; p < kPlanes; ++p) {
 #pragma GCC unroll 4
         for (int v = 0; v < kNRV; ++v) {
-#if defined(KVSLIM_HAS_AVXVNNI)
-          sums[p][t][v] = dpbusd256(sums[p][t][v], wv[p][v], xv);
-#else
           const __m256i prod = _mm256_maddubs_epi16(wv[p][v], xv);
-          chain[p][t][v] = pinned(qd == q0 ? prod : _mm256_add_epi16(chain[p][t][v], prod));
-#endif
+          __m256i start = prod;
+          if constexpr (T::kSubScales) start = _mm256_add_epi16(prod, _mm256_set1_epi32(xcorr[kC * kMR + t]));
+          chain[p][t][v] = pinned(qd == q0 ? start : _mm256_add_epi16(chain[p][t][v], prod));
         }
       }
     }
   }
-#if defined(KVSLIM_HAS_AVXVNNI)
-#pragma GCC unroll 8
-  for (int t = 0; t < kMR; ++t) {
-#pragma GCC unroll 4
-    for (int v = 0; v < kNRV; ++v) {
-      isum[t][v] = kPlanes == 2 ? _mm256_add_epi32(sums[0][t][v], _mm256_slli_epi32(sums[1][t][v], 4)) : sums[0][t][v];
-    }
-  }
-#else
   // Plane p holds bits 4p.. of the levels: widened with weight 16^p.
   const __m256i ones = _mm256_set1_epi16(1), sixteens = _mm256_set1_epi16(16);
+  const auto* subs = reinterpret_cast<const int32_t*>(wb + T::kWLevels + kNR * 4) + kC * kNR;
 #pragma GCC unroll 8
   for (int t = 0; t < kMR; ++t) {
 #pragma GCC unroll 4
     for (int v = 0; v < kNRV; ++v) {
+      if constexpr (T::kSubScales) {
+        const __m256i wide =
+            _mm256_madd_epi16(chain[0][t][v], _mm256_load_si256(reinterpret_cast<const __m256i*>(subs + 8 * v)));
+        isum[t][v] = kC == 0 ? wide : _mm256_add_epi32(isum[t][v], wide);
+        continue;
+      }
       __m256i wide = _mm256_madd_epi16(chain[0][t][v], ones);
       if constexpr (kPlanes == 2) wide = _mm256_add_epi32(wide, _mm256_madd_epi16(chain[1][t][v], sixteens));
       isum[t][v] = kC == 0 ? _mm256_add_epi32(_mm256_set1_epi32(xcorr[t]), wide) : _mm256_add_epi32(isum[t][v], wide);
     }
   }
+}
+
+// At the avxvnni level vpdpbusd, but for q6_K, whose halves' scales vpmaddwd applies to int16 chains.
+template <class T, int kC>
+[[gnu::always_inline]] inline void add_chain(const uint8_t* wb, const uint8_t* xb, const int32_t* xcorr,
+                                             __m256i (&isum)[T::kMR][T::kNRV]) {
+#if defined(KVSLIM_HAS_AVXVNNI)
+  if constexpr (!T::kSubScales) {
+    add_chain_dpbusd<T, kC>(wb, xb, xcorr, isum);
+    return;
+  }
 #endif
+  add_chain_maddubs<T, kC>(wb, xb, xcorr, isum);
 }
 
 template <class T>
@@ -331,8 +449,101 @@ void micro_kernel(const uint8_t* xp, const uint8_t* wp, int64_t nbk, float* c, i
   }
 }
 
+#if defined(KVSLIM_HAS_AVX512BW)
+inline __m512i pinned(__m512i v) {
+  asm("" : "+v"(v));
+  return v;
+}
+
+// q6_K at the AVX-512 levels: micro_kernel's steps for kSubScales tiles on 16 rows per register,
+// on the same packed panels (a [quad] line of kNR rows reads as kNR / 16 registers as well as
+// kNR / 8), so the same int32 sums and f32 steps: the same bits. 4 tokens x 32 rows keep the
+// accumulators, the block's sums and one half's chains in 24 of the 32 zmm registers.
 template <class T>
-void gemm(const WeightView& w, const float* x, int64_t n, float* y, ThreadPool& pool) {
+void micro_kernel_512(const uint8_t* xp, const uint8_t* wp, int64_t nbk, float* c, int64_t ldc, int mt, int nr,
+                      bool first) {
+  static_assert(T::kSubScales && T::kNR % 16 == 0);
+  constexpr int kMR = T::kMR, kNR = T::kNR, kV = kNR / 16;
+  for (int t = 0; t < mt; ++t) {
+    __builtin_prefetch(c + t * ldc, 1, 3);
+    __builtin_prefetch(c + t * ldc + kNR - 1, 1, 3);
+  }
+  __m512 facc[kMR][kV];
+#pragma GCC unroll 8
+  for (int t = 0; t < kMR; ++t) {
+#pragma GCC unroll 4
+    for (int v = 0; v < kV; ++v) facc[t][v] = _mm512_setzero_ps();
+  }
+  for (int64_t b = 0; b < nbk; ++b) {
+    const uint8_t* xb = xp + b * T::kXBlockBytes;
+    const uint8_t* wb = wp + b * T::kWBlockBytes;
+    const auto* xs = reinterpret_cast<const float*>(xb + T::kXLevels);
+    const auto* halves = reinterpret_cast<const int32_t*>(xs + kMR);  // [half][token] patterns
+    const auto* ws = reinterpret_cast<const float*>(wb + T::kWLevels);
+    const auto* subs = reinterpret_cast<const int32_t*>(ws + kNR);  // [half][row]
+    __m512i isum[kMR][kV];
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+      __m512i chain[kMR][kV];
+#pragma GCC unroll 4
+      for (int qd = 4 * h; qd < 4 * h + 4; ++qd) {
+        __m512i wv[kV];
+#pragma GCC unroll 4
+        for (int v = 0; v < kV; ++v) wv[v] = _mm512_loadu_si512(wb + (qd * kNR + 16 * v) * 4);
+        const auto* xq = reinterpret_cast<const int32_t*>(xb + qd * kMR * 4);
+#pragma GCC unroll 8
+        for (int t = 0; t < kMR; ++t) {
+          const __m512i xv = _mm512_set1_epi32(xq[t]);
+#pragma GCC unroll 4
+          for (int v = 0; v < kV; ++v) {
+            const __m512i prod = _mm512_maddubs_epi16(wv[v], xv);
+            chain[t][v] = pinned(qd == 4 * h ? _mm512_add_epi16(prod, _mm512_set1_epi32(halves[h * kMR + t]))
+                                             : _mm512_add_epi16(chain[t][v], prod));
+          }
+        }
+      }
+#pragma GCC unroll 8
+      for (int t = 0; t < kMR; ++t) {
+#pragma GCC unroll 4
+        for (int v = 0; v < kV; ++v) {
+          const __m512i wide = _mm512_madd_epi16(chain[t][v], _mm512_loadu_si512(subs + h * kNR + 16 * v));
+          isum[t][v] = h == 0 ? wide : _mm512_add_epi32(isum[t][v], wide);
+        }
+      }
+    }
+#pragma GCC unroll 8
+    for (int t = 0; t < kMR; ++t) {
+      const __m512 sx = _mm512_set1_ps(xs[t]);
+#pragma GCC unroll 4
+      for (int v = 0; v < kV; ++v) {
+        const __m512 sw = _mm512_mul_ps(_mm512_loadu_ps(ws + 16 * v), sx);
+        facc[t][v] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t][v]), sw, facc[t][v]);
+      }
+    }
+  }
+  __mmask16 masks[kV];
+  for (int v = 0; v < kV; ++v) {
+    const int left = nr - 16 * v;
+    masks[v] = left >= 16 ? static_cast<__mmask16>(0xffff)
+                          : (left > 0 ? static_cast<__mmask16>((1u << left) - 1) : static_cast<__mmask16>(0));
+  }
+#pragma GCC unroll 8
+  for (int t = 0; t < kMR; ++t) {
+    if (t >= mt) break;
+    float* ct = c + t * ldc;
+#pragma GCC unroll 4
+    for (int v = 0; v < kV; ++v) {
+      __m512 r = facc[t][v];
+      if (!first) r = _mm512_add_ps(r, _mm512_maskz_loadu_ps(masks[v], ct + 16 * v));
+      _mm512_mask_storeu_ps(ct + 16 * v, masks[v], r);
+    }
+  }
+}
+#endif
+
+// The int8 GEMM with tile T's packing and micro-kernel `kernel`.
+template <class T, class Kernel>
+void gemm(const WeightView& w, const float* x, int64_t n, float* y, ThreadPool& pool, Kernel kernel) {
   const int offset = level_offset(w.type);
   int8_gemm<T::kMR, T::kNR, T::kXBlockBytes, T::kWBlockBytes>(
       w, x, n, y, pool,
@@ -342,12 +553,22 @@ void gemm(const WeightView& w, const float* x, int64_t n, float* y, ThreadPool& 
       [offset](const WeightView& w, int64_t r0, int64_t b0, int64_t nbk, uint8_t* dst) {
         pack_w_panel<T>(w, r0, b0, nbk, offset, dst);
       },
-      micro_kernel<T>);
+      kernel);
+}
+
+template <class T>
+void gemm(const WeightView& w, const float* x, int64_t n, float* y, ThreadPool& pool) {
+  gemm<T>(w, x, n, y, pool, micro_kernel<T>);
 }
 
 }  // namespace
 
 void matmul_q8_avx2(const WeightView& w, const float* x, int64_t n, float* y, ThreadPool& pool) {
+#if defined(KVSLIM_HAS_AVX512VNNI)
+  // The AVX-512 levels' VNNI and AMX kernels take the other types.
+  if (w.type != DType::Q6_K) fail("matmul_q8: {} weights go to the AVX-512 int8 kernels", dtype_name(w.type));
+  return gemm<Tile<4, 4, 1, 4, false, true>>(w, x, n, y, pool, micro_kernel_512<Tile<4, 4, 1, 4, false, true>>);
+#else
   // Tiles (tokens, 8-row vectors) as measured fastest per scheme, all within 16 ymm registers.
   switch (w.type) {
     case DType::Q8_0:
@@ -360,8 +581,10 @@ void matmul_q8_avx2(const WeightView& w, const float* x, int64_t n, float* y, Th
     case DType::MXFP4: return gemm<Tile<4, 2, 1, 4, false>>(w, x, n, y, pool);
     case DType::Q5_1:
     case DType::Q5_K: return gemm<Tile<4, 2, 1, 4, true>>(w, x, n, y, pool);
+    case DType::Q6_K: return gemm<Tile<4, 2, 1, 4, false, true>>(w, x, n, y, pool);
     default: fail("matmul_q8: {} weights have no int8 GEMM", dtype_name(w.type));
   }
+#endif
 }
 
 #else
