@@ -113,7 +113,7 @@ TEST_P(Int8Gemm, EveryLevelMatchesReferenceAndTheOthersOnOddShapes) {
   const DType type = GetParam();
   const auto levels = int8_gemm_levels(type);
   if (levels.empty()) GTEST_SKIP() << "no level with an int8 GEMM for " << dtype_name(type) << " on this CPU";
-  const bool k_quant = dtype_block_size(type) == 256;  // q4_K, q5_K, q6_K, iq4_xs
+  const bool k_quant = dtype_block_size(type) == 256;  // q3_K, q4_K, q5_K, q6_K, iq4_xs
   // M (tokens), N (rows) and K (blocks) around the tile sizes (4 / 6 / 16 / 32 tokens, 16 / 32
   // rows, 128-row weight groups, 16-block K slices): 1 short of, 1 past, and far from whole tiles.
   std::vector<Shape> shapes;
@@ -164,9 +164,11 @@ TEST_P(Int8Gemm, ExtremeLevelsAndActivationsStayExact) {
     if (type == DType::MXFP4) {  // its E8M0 byte: scales 2^-4 .. 2^1, not any power of two up to 2^127
       data[off] = static_cast<uint8_t>(124 + rng() % 6);
     } else {
-      // q6_K keeps d last (its int8 sub-scales stay random: -128 and 127 occur); the others first.
+      // q3_K and q6_K keep d last (their sub-scales stay random: q6_K's -128 and 127 occur, q3_K's
+      // -32 and 31); the others first.
+      const bool d_last = type == DType::Q3_K || type == DType::Q6_K;
       const uint16_t d = fp32_to_fp16(0.5f + static_cast<float>(rng() % 1000) / 1000.0f);
-      std::memcpy(&data[off + (type == DType::Q6_K ? block_bytes - 2 : 0)], &d, 2);
+      std::memcpy(&data[off + (d_last ? block_bytes - 2 : 0)], &d, 2);
     }
     if (has_min) {
       const uint16_t m = fp32_to_fp16(static_cast<float>(rng() % 1000) / 2000.0f);
@@ -211,7 +213,8 @@ TEST_P(Int8Gemm, MatmulTakesTheInt8Gemm) {
 
 INSTANTIATE_TEST_SUITE_P(BlockTypes, Int8Gemm,
                          ::testing::Values(DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q4_K,
-                                           DType::Q5_K, DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS, DType::MXFP4),
+                                           DType::Q5_K, DType::Q3_K, DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS,
+                                           DType::MXFP4),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
 TEST(Int8GemmPaths, ThreadCountDoesNotChangeResults) {

@@ -14,7 +14,6 @@
 
 #include "tensor/dtype.h"
 #include "tensor/isa.h"
-#include "tensor/matmul_internal.h"
 #include "tensor/ops.h"
 #include "util/thread_pool.h"
 #include "random_values.h"
@@ -214,9 +213,11 @@ TEST(IsaKernels, KernelNamesNameTheVectorPaths) {
 // The f32 GEMM (prefill) of matmul for the float types and gemm_f32_nt, with token and row
 // counts that leave partial micro-tiles of every size the levels use, K past one K slice.
 TEST(IsaKernels, GemmMatchesScalarLevel) {
-  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q6_K}) {
+  // q2_K: the block type that goes through the dequantising f32 GEMM at every level (the others
+  // take the int8 GEMMs, checked across levels by test_matmul_int8.cpp).
+  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q2_K}) {
     for (int64_t n : {2, 5, 9, 17}) {
-      const int64_t rows = 37, cols = t == DType::Q6_K ? 512 : 300;
+      const int64_t rows = 37, cols = t == DType::Q2_K ? 512 : 300;
       const Weights w = make_weights(t, rows, cols, 31 + n);
       const auto x = normal_vec(static_cast<size_t>(n * cols), 41 + n);
       ThreadPool pool(2);
@@ -227,9 +228,6 @@ TEST(IsaKernels, GemmMatchesScalarLevel) {
       }
       for (Isa isa : supported_isas()) {
         ScopedIsa level(isa);
-        // A level whose int8 GEMM takes q6_K quantises x in blocks of 32, not through q8_K as the
-        // scalar level does: test_matmul_int8.cpp checks it against a reference that does the same.
-        if (t == DType::Q6_K && detail::matmul_q8_takes(t)) continue;
         std::vector<float> y(static_cast<size_t>(n * rows), -1.0f);
         matmul(w.view, x.data(), n, y.data(), pool);
         for (int64_t i = 0; i < n; ++i) {
@@ -238,7 +236,7 @@ TEST(IsaKernels, GemmMatchesScalarLevel) {
             // Block types' activations are rounded through their quantisation first; a rare
             // rounding flip next to a .5 boundary moves one activation by one step.
             // AVX512-BF16 multiplies bf16 weights with x rounded to bf16 (2^-9 relative).
-            const double rel = t == DType::Q6_K ? 2e-3 : t == DType::BF16 && bf16_weights_round_x() ? 1e-2 : 1e-5;
+            const double rel = t == DType::Q2_K ? 2e-3 : t == DType::BF16 && bf16_weights_round_x() ? 1e-2 : 1e-5;
             const double tol = rel * mag[r] + 1e-6;
             ASSERT_NEAR(y[i * rows + r], want[i * rows + r], tol)
                 << dtype_name(t) << " n=" << n << " token " << i << " row " << r << " at " << isa_name(isa);

@@ -17,9 +17,8 @@ enum class Int8Gemm { Auto, Vnni, Amx };
 
 // True when the active level has an int8 GEMM (AVX2, AVX-512 VNNI, or aarch64 dotprod / i8mm).
 bool matmul_q8_available();
-// True when the active level's int8 GEMM takes `type`: q8_0, q4_0, q4_1, q5_0, q5_1, q4_K, q5_K,
-// iq4_nl, iq4_xs and mxfp4 wherever there is one; q6_K (whose 16-value halves have scales of their
-// own) at the AVX2 and AVX-VNNI levels. Other types go through the dequantising f32 GEMM.
+// True when the active level has an int8 GEMM and it takes `type`: q8_0, q4_0, q4_1, q5_0, q5_1,
+// q4_K, q5_K, q6_K, iq4_nl, iq4_xs and mxfp4. q2_K, q3_K and the float types go through the f32 GEMM.
 bool matmul_q8_takes(DType type);
 // True when the CPU has AMX-INT8 tiles, the kernel lets this process use them
 // (arch_prctl ARCH_REQ_XCOMP_PERM), and the environment variable KVSLIM_NO_AMX is unset or "0".

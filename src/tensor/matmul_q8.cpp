@@ -3,13 +3,16 @@
 // and the AMX-INT8 kernel of matmul_q8_amx.cpp (same int8 values from the shared helpers below, same bits out). At the
 // AVX2 level (no VNNI) matmul_q8 runs the maddubs kernel of matmul_q8_avx2.cpp instead, on the same helpers' values,
 // again with the same bits out; on aarch64 (dotprod, i8mm) the NEON kernels of matmul_q8_neon.cpp, on NEON bodies of
-// the helpers that give the same values. q6_K, whose 16-value halves have int8 scales of their own, goes to
-// matmul_q8_avx2.cpp at every x86 level (its 512-bit form at the AVX-512 levels, AMX or not).
+// the helpers that give the same values. q3_K and q6_K, whose 16-value halves have int8 scales of their own, go
+// to matmul_q8_avx2.cpp at every x86 level (its 512-bit form at the AVX-512 levels, AMX or not); the NEON kernels sum
+// their halves apart.
 //
 // The other types are unpacked while packing a weight panel into the same int8 form, exactly:
 // q4_0 / q5_0 as q - 8 / q - 16 with scale d; q4_1 / q5_1 as q with scale d plus a per-block
 // min m; q4_K / q5_K per sub-block as q with scale d * sc_j and min -dmin * m_j; iq4_nl, iq4_xs
-// and mxfp4 as their table's int8 level with the block's scale (mxfp4: the halved E8M0 scale). Mins are
+// and mxfp4 as their table's int8 level with the block's scale (mxfp4: the halved E8M0 scale); q3_K /
+// q6_K (unpack_int8_halves) as level - 4 / level - 32 with the super-block's d, the int8 scales of the
+// block's halves apart. Mins are
 // applied as min * d_x * sum(x_q) (the activation sum is known from the correction term).
 //
 // X is quantised per token in blocks of 32 (float scale d = amax/127, q = round(x/d)) and
@@ -47,26 +50,6 @@
 #endif
 
 namespace kvslim::KVSLIM_ISA_NS::detail {
-
-namespace {
-// The types every int8 GEMM takes: one scale, and at most one min, per 32 values. (q2_K, q3_K and
-// q6_K have 16-value sub-blocks; matmul_q8_avx2.cpp takes q6_K at the x86 levels.)
-[[maybe_unused]] bool int8_gemm_block_type(DType type) {
-  switch (type) {
-    case DType::Q8_0:
-    case DType::Q4_0:
-    case DType::Q4_1:
-    case DType::Q5_0:
-    case DType::Q5_1:
-    case DType::Q4_K:
-    case DType::Q5_K:
-    case DType::IQ4_NL:
-    case DType::IQ4_XS:
-    case DType::MXFP4: return true;
-    default: return false;
-  }
-}
-}  // namespace
 
 #if defined(KVSLIM_Q8_GEMM) || defined(KVSLIM_Q8_GEMM_AVX2) || defined(KVSLIM_Q8_GEMM_NEON)
 
@@ -208,6 +191,40 @@ void unpack_int8_block(DType type, const uint8_t* row, int64_t b, int8_t* q, flo
   }
 }
 
+// The 32-value block `b` (one of the 8 per super-block) of a q3_K or q6_K row as its int8 values
+// q = level - 4 or level - 32, with the super-block's scale d and the int8 scales of the block's
+// two 16-value halves: value = d * sub[h] * q. q3_K: the 2 low bits of the 32 levels are one bit
+// pair of 32 consecutive bytes of qs, the high bit one bit of hmask's 32 bytes, and a half's scale
+// its 6-bit s_j - 32. q6_K: the low 4 bits are 32 consecutive bytes of ql (low or high nibbles),
+// the high 2 bits one bit pair of 32 consecutive bytes of qh (layouts in quant_blocks.h).
+void unpack_int8_halves(DType type, const uint8_t* row, int64_t b, int8_t* q, float& d, int8_t (&sub)[2]) {
+  const int j = static_cast<int>(b % 8), h = j / 4, quarter = j % 4;
+  if (type == DType::Q3_K) {
+    const auto& blk = reinterpret_cast<const BlockQ3_K*>(row)[b / 8];
+    const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qs + 32 * h));
+    const __m256i lo = _mm256_and_si256(_mm256_srl_epi16(bits, _mm_cvtsi32_si128(2 * quarter)), _mm256_set1_epi8(3));
+    const __m256i hmask = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.hmask));
+    const __m256i hi = _mm256_and_si256(_mm256_srl_epi16(hmask, _mm_cvtsi32_si128(j)), _mm256_set1_epi8(1));
+    const __m256i level = _mm256_or_si256(lo, _mm256_slli_epi16(hi, 2));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(q), _mm256_sub_epi8(level, _mm256_set1_epi8(4)));
+    d = fp16_to_fp32(blk.d);
+    sub[0] = static_cast<int8_t>(q3k_scale(blk.scales, 2 * j) - 32);
+    sub[1] = static_cast<int8_t>(q3k_scale(blk.scales, 2 * j + 1) - 32);
+    return;
+  }
+  const auto& blk = reinterpret_cast<const BlockQ6_K*>(row)[b / 8];
+  const __m256i nib = _mm256_set1_epi8(0x0F);
+  __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.ql + 64 * h + 32 * (quarter & 1)));
+  lo = quarter < 2 ? _mm256_and_si256(lo, nib) : _mm256_and_si256(_mm256_srli_epi16(lo, 4), nib);
+  const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qh + 32 * h));
+  const __m256i hi = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * quarter)), _mm256_set1_epi8(3));
+  const __m256i level = _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(q), _mm256_sub_epi8(level, _mm256_set1_epi8(32)));
+  d = fp16_to_fp32(blk.d);
+  sub[0] = blk.scales[2 * j];
+  sub[1] = blk.scales[2 * j + 1];
+}
+
 #if defined(KVSLIM_Q8_GEMM)
 void quantize_x_block(const float* xb, int8_t* q, float& d, int32_t& sum) {
   const __m512 v0 = _mm512_loadu_ps(xb);
@@ -302,6 +319,38 @@ void unpack_int8_block(DType type, const uint8_t* row, int64_t b, int8_t* q, flo
     }
     default: unpack_int8_legacy(type, blk, q, min); return;
   }
+}
+
+// The x86 body's q3_K / q6_K block: the same q, d and halves' scales.
+void unpack_int8_halves(DType type, const uint8_t* row, int64_t b, int8_t* q, float& d, int8_t (&sub)[2]) {
+  const int j = static_cast<int>(b % 8), h = j / 4, quarter = j % 4;
+  if (type == DType::Q3_K) {
+    const auto& blk = reinterpret_cast<const BlockQ3_K*>(row)[b / 8];
+    const int8_t lo_shift = static_cast<int8_t>(-2 * quarter), hi_shift = static_cast<int8_t>(-j);
+    for (int i = 0; i < 32; i += 16) {
+      const uint8x16_t lo = vandq_u8(vshlq_u8(vld1q_u8(blk.qs + 32 * h + i), vdupq_n_s8(lo_shift)), vdupq_n_u8(3));
+      const uint8x16_t hi = vandq_u8(vshlq_u8(vld1q_u8(blk.hmask + i), vdupq_n_s8(hi_shift)), vdupq_n_u8(1));
+      const uint8x16_t level = vorrq_u8(lo, vshlq_n_u8(hi, 2));
+      vst1q_s8(q + i, vsubq_s8(vreinterpretq_s8_u8(level), vdupq_n_s8(4)));
+    }
+    d = fp16_to_fp32(blk.d);
+    sub[0] = static_cast<int8_t>(q3k_scale(blk.scales, 2 * j) - 32);
+    sub[1] = static_cast<int8_t>(q3k_scale(blk.scales, 2 * j + 1) - 32);
+    return;
+  }
+  const auto& blk = reinterpret_cast<const BlockQ6_K*>(row)[b / 8];
+  const uint8_t* ql = blk.ql + 64 * h + 32 * (quarter & 1);
+  const int8x16_t shift = vdupq_n_s8(static_cast<int8_t>(-2 * quarter));
+  for (int i = 0; i < 32; i += 16) {
+    uint8x16_t lo = vld1q_u8(ql + i);
+    lo = quarter < 2 ? vandq_u8(lo, vdupq_n_u8(0x0F)) : vshrq_n_u8(lo, 4);
+    const uint8x16_t hi = vandq_u8(vshlq_u8(vld1q_u8(blk.qh + 32 * h + i), shift), vdupq_n_u8(3));
+    const uint8x16_t level = vorrq_u8(lo, vshlq_n_u8(hi, 4));
+    vst1q_s8(q + i, vsubq_s8(vreinterpretq_s8_u8(level), vdupq_n_s8(32)));
+  }
+  d = fp16_to_fp32(blk.d);
+  sub[0] = blk.scales[2 * j];
+  sub[1] = blk.scales[2 * j + 1];
 }
 
 // The x86 steps (max |x|, d = amax / 127, q = round-to-nearest-even(x * (127 / amax)), the
@@ -476,16 +525,14 @@ static void matmul_q8_vnni(const WeightView& w, const float* x, int64_t n, float
 
 bool matmul_q8_available() { return true; }
 
-bool matmul_q8_takes(DType type) { return int8_gemm_block_type(type) || type == DType::Q6_K; }
-
 const char* matmul_q8_kernel(DType type) {
-  if (type == DType::Q6_K) return "avx512 int8 gemm (maddubs, 4x32, q6_K halves)";
+  if (int8_has_halves(type)) return "avx512 int8 gemm (maddubs, 4x32, q3_K / q6_K halves)";
   return amx_int8_usable() ? "amx int8 gemm (avx512-vnni below 16 tokens)" : "avx512-vnni int8 gemm 6x32";
 }
 
 void matmul_q8(const WeightView& w, const float* x, int64_t n, float* y, ThreadPool& pool, Int8Gemm path) {
   if (path == Int8Gemm::Amx && !amx_int8_usable()) fail("matmul_q8: AMX-INT8 is not usable on this machine");
-  if (w.type == DType::Q6_K) return matmul_q8_avx2(w, x, n, y, pool);
+  if (int8_has_halves(w.type)) return matmul_q8_avx2(w, x, n, y, pool);
   // AMX works on 16-token tiles; below one tile the VNNI kernel's 6-token micro-tiles waste less.
   if (path == Int8Gemm::Amx || (path == Int8Gemm::Auto && n >= 16 && amx_int8_usable())) {
     matmul_q8_amx(w, x, n, y, pool);
@@ -498,10 +545,8 @@ void matmul_q8(const WeightView& w, const float* x, int64_t n, float* y, ThreadP
 
 bool matmul_q8_available() { return true; }
 
-bool matmul_q8_takes(DType type) { return int8_gemm_block_type(type) || type == DType::Q6_K; }
-
 const char* matmul_q8_kernel(DType type) {
-  if (type == DType::Q6_K) return "avx2 int8 gemm (maddubs, 4x16, q6_K halves)";
+  if (int8_has_halves(type)) return "avx2 int8 gemm (maddubs, 4x16, q3_K / q6_K halves)";
 #if defined(KVSLIM_HAS_AVXVNNI)
   return "avx-vnni int8 gemm (vpdpbusd, 4x16 / 4x8 for q8_0 and iq4)";
 #else
@@ -519,15 +564,15 @@ void matmul_q8(const WeightView& w, const float* x, int64_t n, float* y, ThreadP
 
 bool matmul_q8_available() { return true; }
 
-bool matmul_q8_takes(DType type) { return int8_gemm_block_type(type); }
-
-const char* matmul_q8_kernel(DType) {
+const char* matmul_q8_kernel(DType type) {
+  const bool halves = int8_has_halves(type);  // 4 x 8 tiles at every aarch64 level
 #if defined(KVSLIM_HAS_NEON_I8MM)
-  return "neon-i8mm int8 gemm (smmla 4x8)";
+  return halves ? "neon-i8mm int8 gemm (smmla 4x8, q3_K / q6_K halves)" : "neon-i8mm int8 gemm (smmla 4x8)";
 #elif defined(KVSLIM_HAS_NEON_DOTPROD)
-  return "neon-dotprod int8 gemm (sdot 4x12)";
+  return halves ? "neon-dotprod int8 gemm (sdot 4x8, q3_K / q6_K halves)" : "neon-dotprod int8 gemm (sdot 4x12)";
 #else
-  return "neon int8 gemm (widening multiplies 4x12)";
+  return halves ? "neon int8 gemm (widening multiplies 4x8, q3_K / q6_K halves)"
+                : "neon int8 gemm (widening multiplies 4x12)";
 #endif
 }
 
@@ -541,8 +586,6 @@ void matmul_q8(const WeightView& w, const float* x, int64_t n, float* y, ThreadP
 
 bool matmul_q8_available() { return false; }
 
-bool matmul_q8_takes(DType) { return false; }
-
 const char* matmul_q8_kernel(DType) { return "none"; }
 
 void matmul_q8(const WeightView&, const float*, int64_t, float*, ThreadPool&, Int8Gemm) {
@@ -550,5 +593,27 @@ void matmul_q8(const WeightView&, const float*, int64_t, float*, ThreadPool&, In
 }
 
 #endif
+
+// The types with one scale (and at most one min) per 32 values, and q3_K / q6_K with one per 16
+// (their kernels sum the two halves of a block apart); q2_K (a min per 16 values too) goes through
+// the f32 GEMM.
+bool matmul_q8_takes(DType type) {
+  if (!matmul_q8_available()) return false;
+  switch (type) {
+    case DType::Q8_0:
+    case DType::Q4_0:
+    case DType::Q4_1:
+    case DType::Q5_0:
+    case DType::Q5_1:
+    case DType::Q4_K:
+    case DType::Q5_K:
+    case DType::Q3_K:
+    case DType::Q6_K:
+    case DType::IQ4_NL:
+    case DType::IQ4_XS:
+    case DType::MXFP4: return true;
+    default: return false;
+  }
+}
 
 }  // namespace kvslim::KVSLIM_ISA_NS::detail

@@ -33,14 +33,15 @@
 // int32 sums take each quad directly (no int16 chains, no widening), so the results are the
 // AVX2 kernel's bits.
 //
-// q6_K (value = d * sub_h * (level - 32), an int8 sub_h per 16-value half h of a block) is fed as
-// u = level (0..63) with one int16 chain per half, which starts at -32 times the half's
-// activation pair sums (so it ends at the pair sums of (u - 32) * x, at most 4 * 2 * 32 * 127 =
-// 32512) and is widened by vpmaddwd with sub_h: the block's int32 sum is sum_h sub_h * sum(q * x),
-// exact (below 2^24, so its float is too), then scaled by d * d_x like any block. This runs at
-// every x86 level, vpmaddubsw at avxvnni too (vpdpbusd's int32 sums could not be weighted per half
-// without a 32-bit multiply), and on 512-bit registers at the AVX-512 levels (micro_kernel_512,
-// the same sums and f32 steps), where the VNNI and AMX kernels take the other types.
+// q3_K and q6_K (value = d * sub_h * (level - o), o = 4 / 32, an int8 sub_h per 16-value half h
+// of a block) are fed as u = level (0..7 / 0..63) with one int16 chain per half, which starts at
+// -o times the half's activation pair sums (so it ends at the pair sums of (u - o) * x, at most
+// 4 * 2 * 32 * 127 = 32512) and is widened by vpmaddwd with sub_h: the block's int32 sum is
+// sum_h sub_h * sum(q * x), exact (below 2^24, so its float is too), then scaled by d * d_x like
+// any block. This runs at every x86 level, vpmaddubsw at avxvnni too (vpdpbusd's int32 sums could
+// not be weighted per half without a 32-bit multiply), and on 512-bit registers at the AVX-512
+// levels (micro_kernel_512, the same sums and f32 steps), where the VNNI and AMX kernels take the
+// other types.
 #include <algorithm>
 #include <cstring>
 #include <utility>
@@ -54,7 +55,7 @@
 #include "tensor/simd.h"
 #include "tensor/int8_gemm_driver.h"
 
-// Also at the AVX-512 levels, for q6_K.
+// Also at the AVX-512 levels, for q3_K and q6_K.
 #if defined(KVSLIM_HAS_AVX2) && defined(KVSLIM_HAS_FMA)
 #define KVSLIM_Q8_GEMM_AVX2 1
 #endif
@@ -68,8 +69,8 @@ namespace {
 constexpr int64_t kKB = kInt8SliceBlocks;  // blocks per K slice
 
 // A micro-tile of kMR tokens x kNR = 8 * kNRV weight rows, for weights fed as kPlanes planes of
-// levels whose int16 chain sums may run over kChain quads. kSubScales: q6_K's two 16-value
-// halves per block, each with its own int8 scale (see q6k_half_patterns).
+// levels whose int16 chain sums may run over kChain quads. kSubScales: q3_K's and q6_K's two
+// 16-value halves per block, each with its own int8 scale (see half_patterns).
 template <int MR, int NRV, int Planes, int Chain, bool Mins, bool SubScales = false>
 struct Tile {
   static constexpr int kMR = MR;
@@ -100,17 +101,18 @@ int level_offset(DType type) {
     case DType::Q4_0: return 8;
     case DType::Q5_0: return 16;
     case DType::MXFP4: return 12;  // table levels -12..12: u = 0..24, 5 bits as q5_0's
-    case DType::Q6_K: return 32;   // q - 32 for the 6-bit level q: u = q
+    case DType::Q3_K: return 4;    // q - 4 for the 3-bit level: u = the level
+    case DType::Q6_K: return 32;   // q - 32 for the 6-bit level: u = the level
     default: return 0;             // q4_1, q5_1, q4_K, q5_K: q is the level
   }
 }
 
-// q6_K: the int16 pair sums that vpmaddubsw(32, x) gives over each 16-value half of an activation
-// block (quads 0-3 and 4-7), negated, as the int32 broadcast that starts the half's chain: the
-// chain then holds the pair sums of (u - 32) * x = q * x, so a half's sum can be scaled by its
-// row's int8 scale with vpmaddwd (a per-token correction could not: it would be row-dependent).
-// |32 * 8 * 127| = 32512 fits in int16.
-void q6k_half_patterns(const int8_t* q, int32_t& half0, int32_t& half1) {
+// q3_K / q6_K: the int16 pair sums that vpmaddubsw(offset, x) gives over each 16-value half of an
+// activation block (quads 0-3 and 4-7), negated, as the int32 broadcast that starts the half's
+// chain: the chain then holds the pair sums of (u - offset) * x = q * x, so a half's sum can be
+// scaled by its row's int8 scale with vpmaddwd (a per-token correction could not: it would be
+// row-dependent). |32 * 8 * 127| = 32512 fits in int16.
+void half_patterns(const int8_t* q, int offset, int32_t& half0, int32_t& half1) {
   int32_t pat[2];
   for (int h = 0; h < 2; ++h) {
     int lo = 0, hi = 0;
@@ -118,15 +120,15 @@ void q6k_half_patterns(const int8_t* q, int32_t& half0, int32_t& half1) {
       lo += q[4 * qd] + q[4 * qd + 1];
       hi += q[4 * qd + 2] + q[4 * qd + 3];
     }
-    pat[h] = static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint16_t>(-32 * lo)) |
-                                  (static_cast<uint32_t>(static_cast<uint16_t>(-32 * hi)) << 16));
+    pat[h] = static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint16_t>(-offset * lo)) |
+                                  (static_cast<uint32_t>(static_cast<uint16_t>(-offset * hi)) << 16));
   }
   half0 = pat[0];
   half1 = pat[1];
 }
 
 // X packed for tile T: per block the levels, then scales, corrections -offset * sum(q) and sums
-// (for kSubScales tiles, the two halves' q6k_half_patterns in place of corrections and sums).
+// (for kSubScales tiles, the two halves' half_patterns in place of corrections and sums).
 template <class T>
 void pack_x_panel(const float* x, int64_t n, int64_t k, int64_t t0, int offset, uint8_t* dst) {
   constexpr int kMR = T::kMR;
@@ -148,7 +150,7 @@ void pack_x_panel(const float* x, int64_t n, int64_t k, int64_t t0, int offset, 
       }
       scales[t] = d;
       if constexpr (T::kSubScales) {
-        q6k_half_patterns(q, corr[t], sums[t]);
+        half_patterns(q, offset, corr[t], sums[t]);
       } else {
         corr[t] = -offset * sum;
         sums[t] = sum;
@@ -175,25 +177,6 @@ inline void transpose8x8_epi32(__m256i (&r)[8]) {
     r[i] = _mm256_permute2x128_si256(s[i], s[i + 4], 0x20);  // elements 0..3: the low lanes
     r[i + 4] = _mm256_permute2x128_si256(s[i], s[i + 4], 0x31);
   }
-}
-
-// The 32-value block `b` of a q6_K row (one of the 8 per super-block) as q = level - 32, with the
-// super-block's scale d and the int8 scales of its two 16-value halves: value = d * sub[h] * q.
-// The low 4 bits of the 32 levels are 32 consecutive bytes of ql (low or high nibbles), their
-// high 2 bits one bit pair of 32 consecutive bytes of qh (layout in quant_blocks.h).
-void unpack_q6k_block(const uint8_t* row, int64_t b, int8_t* q, float& d, int8_t (&sub)[2]) {
-  const auto& blk = reinterpret_cast<const BlockQ6_K*>(row)[b / 8];
-  const int j = static_cast<int>(b % 8), h = j / 4, quarter = j % 4;
-  const __m256i nib = _mm256_set1_epi8(0x0F);
-  __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.ql + 64 * h + 32 * (quarter & 1)));
-  lo = quarter < 2 ? _mm256_and_si256(lo, nib) : _mm256_and_si256(_mm256_srli_epi16(lo, 4), nib);
-  const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qh + 32 * h));
-  const __m256i hi = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * quarter)), _mm256_set1_epi8(3));
-  const __m256i level = _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4));
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(q), _mm256_sub_epi8(level, _mm256_set1_epi8(32)));
-  d = fp16_to_fp32(blk.d);
-  sub[0] = blk.scales[2 * j];
-  sub[1] = blk.scales[2 * j + 1];
 }
 
 // Packs rows [r0, r0 + kNR) x blocks [b0, b0 + nbk) of w as levels u = q + offset (split into
@@ -227,7 +210,7 @@ void pack_w_panel(const WeightView& w, int64_t r0, int64_t b0, int64_t nbk, int 
         alignas(32) int8_t q[kQ8Block];
         if constexpr (T::kSubScales) {
           int8_t sub[2];
-          unpack_q6k_block(w.row(r0 + row), b0 + b, q, scales[row], sub);
+          unpack_int8_halves(w.type, w.row(r0 + row), b0 + b, q, scales[row], sub);
           for (int h = 0; h < 2; ++h) {
             const auto s16 = static_cast<uint32_t>(static_cast<uint16_t>(sub[h]));
             subs[h * kNR + row] = static_cast<int32_t>(s16 | (s16 << 16));
@@ -318,7 +301,7 @@ template <class T, int kC>
 #endif
 
 // The int16 chains of vpmaddubsw, widened once per chain with vpmaddwd. For kSubScales tiles
-// (q6_K) a chain is one 16-value half: it starts at the half's negated pattern (so it holds the
+// (q3_K, q6_K) a chain is one 16-value half: it starts at the half's negated pattern (so it holds the
 // pair sums of q * x) and is widened by the row's scale of that half, which makes isum the block's
 // sum of sub[h] * q * x; the block's d then scales it like any other type's.
 template <class T, int kC>
@@ -373,7 +356,8 @@ template <class T, int kC>
   }
 }
 
-// At the avxvnni level vpdpbusd, but for q6_K, whose halves' scales vpmaddwd applies to int16 chains.
+// At the avxvnni level vpdpbusd, but for q3_K / q6_K, whose halves' scales vpmaddwd applies to int16
+// chains.
 template <class T, int kC>
 [[gnu::always_inline]] inline void add_chain(const uint8_t* wb, const uint8_t* xb, const int32_t* xcorr,
                                              __m256i (&isum)[T::kMR][T::kNRV]) {
@@ -455,7 +439,7 @@ inline __m512i pinned(__m512i v) {
   return v;
 }
 
-// q6_K at the AVX-512 levels: micro_kernel's steps for kSubScales tiles on 16 rows per register,
+// q3_K and q6_K at the AVX-512 levels: micro_kernel's steps for kSubScales tiles on 16 rows per register,
 // on the same packed panels (a [quad] line of kNR rows reads as kNR / 16 registers as well as
 // kNR / 8), so the same int32 sums and f32 steps: the same bits. 4 tokens x 32 rows keep the
 // accumulators, the block's sums and one half's chains in 24 of the 32 zmm registers.
@@ -566,7 +550,7 @@ void gemm(const WeightView& w, const float* x, int64_t n, float* y, ThreadPool& 
 void matmul_q8_avx2(const WeightView& w, const float* x, int64_t n, float* y, ThreadPool& pool) {
 #if defined(KVSLIM_HAS_AVX512VNNI)
   // The AVX-512 levels' VNNI and AMX kernels take the other types.
-  if (w.type != DType::Q6_K) fail("matmul_q8: {} weights go to the AVX-512 int8 kernels", dtype_name(w.type));
+  if (!int8_has_halves(w.type)) fail("matmul_q8: {} weights go to the AVX-512 int8 kernels", dtype_name(w.type));
   return gemm<Tile<4, 4, 1, 4, false, true>>(w, x, n, y, pool, micro_kernel_512<Tile<4, 4, 1, 4, false, true>>);
 #else
   // Tiles (tokens, 8-row vectors) as measured fastest per scheme, all within 16 ymm registers.
@@ -581,6 +565,7 @@ void matmul_q8_avx2(const WeightView& w, const float* x, int64_t n, float* y, Th
     case DType::MXFP4: return gemm<Tile<4, 2, 1, 4, false>>(w, x, n, y, pool);
     case DType::Q5_1:
     case DType::Q5_K: return gemm<Tile<4, 2, 1, 4, true>>(w, x, n, y, pool);
+    case DType::Q3_K:
     case DType::Q6_K: return gemm<Tile<4, 2, 1, 4, false, true>>(w, x, n, y, pool);
     default: fail("matmul_q8: {} weights have no int8 GEMM", dtype_name(w.type));
   }

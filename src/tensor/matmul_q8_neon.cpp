@@ -48,19 +48,26 @@ namespace {
 constexpr int64_t kKB = kInt8SliceBlocks;  // blocks per K slice
 
 // A micro-tile of MR tokens x NR weight rows, packed in groups of G bytes (4: sdot, 8: smmla).
-template <int MR, int NR, int G>
+// SubScales: q3_K and q6_K, whose two 16-value halves of a block have int8 scales of their own: the
+// block's int32 sum is sum_h sub_h * (half h's sum), exact, then scaled by d like any block's
+// (the x86 kernels' integer, so the same bits).
+template <int MR, int NR, int G, bool SubScales = false>
 struct Tile {
   static constexpr int kMR = MR;
   static constexpr int kNR = NR;
   static constexpr int kG = G;
   static constexpr int kSteps = kQ8Block / G;
+  static constexpr bool kSubScales = SubScales;
+  static constexpr int kParts = SubScales ? 2 : 1;  // runs of steps summed apart: the halves
+  static constexpr int kPartSteps = kSteps / kParts;
   static_assert(NR % 4 == 0 && (G == 4 || G == 8) && (G == 4 ? MR == 4 : MR % 2 == 0 && NR % 4 == 0));
   // One packed X block: q [kSteps][kMR][G], then scales [kMR] f32 and sums of q [kMR] i32.
   static constexpr size_t kXLevels = static_cast<size_t>(kQ8Block) * kMR;
   static constexpr size_t kXBlockBytes = kXLevels + 2 * kMR * 4;
-  // One packed W block: q [kSteps][kNR][G], then scales [kNR] and mins [kNR] f32.
+  // One packed W block: q [kSteps][kNR][G], then scales [kNR] and mins [kNR] f32, or (SubScales)
+  // scales [kNR] f32 and the halves' scales [2][kNR] i32.
   static constexpr size_t kWLevels = static_cast<size_t>(kQ8Block) * kNR;
-  static constexpr size_t kWBlockBytes = kWLevels + 2 * kNR * 4;
+  static constexpr size_t kWBlockBytes = kWLevels + (SubScales ? 3 : 2) * kNR * 4;
 };
 
 template <class T>
@@ -97,15 +104,22 @@ void pack_w_panel(const WeightView& w, int64_t r0, int64_t b0, int64_t nbk, uint
   for (int64_t b = 0; b < nbk; ++b) {
     uint8_t* blk = dst + b * T::kWBlockBytes;
     auto* scales = reinterpret_cast<float*>(blk + T::kWLevels);
-    auto* mins = scales + kNR;
+    auto* mins = scales + kNR;                      // (SubScales: no mins)
+    auto* subs = reinterpret_cast<int32_t*>(mins);  // (SubScales) [half][row]
     for (int j = 0; j < kNR; ++j) {
       alignas(16) int8_t q[kQ8Block];
-      if (j < nr) {
+      if (j < nr && T::kSubScales) {
+        int8_t sub[2];
+        unpack_int8_halves(w.type, w.row(r0 + j), b0 + b, q, scales[j], sub);
+        subs[j] = sub[0];
+        subs[kNR + j] = sub[1];
+      } else if (j < nr) {
         unpack_int8_block(w.type, w.row(r0 + j), b0 + b, q, scales[j], mins[j]);
       } else {
         std::memset(q, 0, sizeof(q));
         scales[j] = 0.0f;
         mins[j] = 0.0f;
+        if constexpr (T::kSubScales) subs[kNR + j] = 0;
       }
       for (int s = 0; s < T::kSteps; ++s) std::memcpy(blk + (s * kNR + j) * G, q + G * s, G);
     }
@@ -183,22 +197,39 @@ void micro_kernel_sdot(const uint8_t* xp, const uint8_t* wp, int64_t nbk, float*
     const auto* xs = reinterpret_cast<const float*>(xb + T::kXLevels);
     const auto* xsum = reinterpret_cast<const int32_t*>(xs + kMR);
     const auto* ws = reinterpret_cast<const float*>(wb + T::kWLevels);
-    int32x4_t iacc[kMR][kNRV];
+    const auto* subs = reinterpret_cast<const int32_t*>(ws + kNR);
+    int32x4_t isum[kMR][kNRV];  // the block's int32 sums
+#pragma GCC unroll 2
+    for (int part = 0; part < T::kParts; ++part) {
+      int32x4_t iacc[kMR][kNRV];
 #pragma GCC unroll 4
-    for (int t = 0; t < kMR; ++t) {
+      for (int t = 0; t < kMR; ++t) {
 #pragma GCC unroll 4
-      for (int v = 0; v < kNRV; ++v) iacc[t][v] = vdupq_n_s32(0);
-    }
+        for (int v = 0; v < kNRV; ++v) iacc[t][v] = vdupq_n_s32(0);
+      }
 #pragma GCC unroll 8
-    for (int s = 0; s < T::kSteps; ++s) {
-      const int8x16_t xv = vld1q_s8(reinterpret_cast<const int8_t*>(xb + s * kMR * 4));
+      for (int s = part * T::kPartSteps; s < (part + 1) * T::kPartSteps; ++s) {
+        const int8x16_t xv = vld1q_s8(reinterpret_cast<const int8_t*>(xb + s * kMR * 4));
 #pragma GCC unroll 4
-      for (int v = 0; v < kNRV; ++v) {
-        const int8x16_t wv = vld1q_s8(reinterpret_cast<const int8_t*>(wb + (s * kNR + 4 * v) * 4));
-        iacc[0][v] = sdot_lane<0>(iacc[0][v], wv, xv);
-        iacc[1][v] = sdot_lane<1>(iacc[1][v], wv, xv);
-        iacc[2][v] = sdot_lane<2>(iacc[2][v], wv, xv);
-        iacc[3][v] = sdot_lane<3>(iacc[3][v], wv, xv);
+        for (int v = 0; v < kNRV; ++v) {
+          const int8x16_t wv = vld1q_s8(reinterpret_cast<const int8_t*>(wb + (s * kNR + 4 * v) * 4));
+          iacc[0][v] = sdot_lane<0>(iacc[0][v], wv, xv);
+          iacc[1][v] = sdot_lane<1>(iacc[1][v], wv, xv);
+          iacc[2][v] = sdot_lane<2>(iacc[2][v], wv, xv);
+          iacc[3][v] = sdot_lane<3>(iacc[3][v], wv, xv);
+        }
+      }
+#pragma GCC unroll 4
+      for (int t = 0; t < kMR; ++t) {
+#pragma GCC unroll 4
+        for (int v = 0; v < kNRV; ++v) {
+          if constexpr (T::kSubScales) {
+            const int32x4_t sub = vld1q_s32(subs + part * kNR + 4 * v);
+            isum[t][v] = part == 0 ? vmulq_s32(iacc[t][v], sub) : vmlaq_s32(isum[t][v], iacc[t][v], sub);
+          } else {
+            isum[t][v] = iacc[t][v];
+          }
+        }
       }
     }
 #pragma GCC unroll 4
@@ -206,7 +237,7 @@ void micro_kernel_sdot(const uint8_t* xp, const uint8_t* wp, int64_t nbk, float*
 #pragma GCC unroll 4
       for (int v = 0; v < kNRV; ++v) {
         const float32x4_t s = vmulq_n_f32(vld1q_f32(ws + 4 * v), xs[t]);
-        facc[t][v] = vfmaq_f32(facc[t][v], vcvtq_f32_s32(iacc[t][v]), s);
+        facc[t][v] = vfmaq_f32(facc[t][v], vcvtq_f32_s32(isum[t][v]), s);
       }
       if constexpr (kMins) {
         // + m * d_x * sum(x_q)
@@ -245,22 +276,41 @@ void micro_kernel_mmla(const uint8_t* xp, const uint8_t* wp, int64_t nbk, float*
     const auto* xs = reinterpret_cast<const float*>(xb + T::kXLevels);
     const auto* xsum = reinterpret_cast<const int32_t*>(xs + kMR);
     const auto* ws = reinterpret_cast<const float*>(wb + T::kWLevels);
-    int32x4_t iacc[kTP][kRP];
+    const auto* subs = reinterpret_cast<const int32_t*>(ws + kNR);
+    int32x4_t isum[kTP][kRP];  // the block's int32 sums, laid out as the tiles
+#pragma GCC unroll 2
+    for (int part = 0; part < T::kParts; ++part) {
+      int32x4_t iacc[kTP][kRP];
 #pragma GCC unroll 4
-    for (int p = 0; p < kTP; ++p) {
+      for (int p = 0; p < kTP; ++p) {
 #pragma GCC unroll 8
-      for (int q = 0; q < kRP; ++q) iacc[p][q] = vdupq_n_s32(0);
-    }
+        for (int q = 0; q < kRP; ++q) iacc[p][q] = vdupq_n_s32(0);
+      }
 #pragma GCC unroll 4
-    for (int s = 0; s < T::kSteps; ++s) {
-      int8x16_t xv[kTP];
+      for (int s = part * T::kPartSteps; s < (part + 1) * T::kPartSteps; ++s) {
+        int8x16_t xv[kTP];
 #pragma GCC unroll 4
-      for (int p = 0; p < kTP; ++p) xv[p] = vld1q_s8(reinterpret_cast<const int8_t*>(xb + (s * kMR + 2 * p) * 8));
+        for (int p = 0; p < kTP; ++p) xv[p] = vld1q_s8(reinterpret_cast<const int8_t*>(xb + (s * kMR + 2 * p) * 8));
 #pragma GCC unroll 8
-      for (int q = 0; q < kRP; ++q) {
-        const int8x16_t wv = vld1q_s8(reinterpret_cast<const int8_t*>(wb + (s * kNR + 2 * q) * 8));
+        for (int q = 0; q < kRP; ++q) {
+          const int8x16_t wv = vld1q_s8(reinterpret_cast<const int8_t*>(wb + (s * kNR + 2 * q) * 8));
 #pragma GCC unroll 4
-        for (int p = 0; p < kTP; ++p) iacc[p][q] = vmmlaq_s32(iacc[p][q], xv[p], wv);
+          for (int p = 0; p < kTP; ++p) iacc[p][q] = vmmlaq_s32(iacc[p][q], xv[p], wv);
+        }
+      }
+#pragma GCC unroll 4
+      for (int p = 0; p < kTP; ++p) {
+#pragma GCC unroll 8
+        for (int q = 0; q < kRP; ++q) {
+          if constexpr (T::kSubScales) {
+            // [sub(r0), sub(r1), sub(r0), sub(r1)] for rows r0 = 2q, r1 = 2q + 1.
+            const int32x2_t s2 = vld1_s32(subs + part * kNR + 2 * q);
+            const int32x4_t sub = vcombine_s32(s2, s2);
+            isum[p][q] = part == 0 ? vmulq_s32(iacc[p][q], sub) : vmlaq_s32(isum[p][q], iacc[p][q], sub);
+          } else {
+            isum[p][q] = iacc[p][q];
+          }
+        }
       }
     }
 #pragma GCC unroll 4
@@ -277,7 +327,7 @@ void micro_kernel_mmla(const uint8_t* xp, const uint8_t* wp, int64_t nbk, float*
         // [d_w(r0), d_w(r1), d_w(r0), d_w(r1)] for rows r0 = 2q, r1 = 2q + 1.
         const float32x2_t w2 = vld1_f32(ws + 2 * q);
         const float32x4_t s = vmulq_f32(vcombine_f32(w2, w2), sx);
-        facc[p][q] = vfmaq_f32(facc[p][q], vcvtq_f32_s32(iacc[p][q]), s);
+        facc[p][q] = vfmaq_f32(facc[p][q], vcvtq_f32_s32(isum[p][q]), s);
         if constexpr (kMins) {
           const float32x2_t m2 = vld1_f32(ws + kNR + 2 * q);
           facc[p][q] = vfmaq_f32(facc[p][q], vcombine_f32(m2, m2), sxs);
@@ -340,6 +390,15 @@ void matmul_q8_neon(const WeightView& w, const float* x, int64_t n, float* y, Th
     case DType::IQ4_NL:
     case DType::IQ4_XS:
     case DType::MXFP4: break;
+    case DType::Q3_K:
+    case DType::Q6_K:
+      // 4 x 8 at dotprod too: a second set of int32 sums (the block's, beside a half's) would
+      // not fit 4 x 12 in the 32 registers.
+#if defined(KVSLIM_HAS_NEON_I8MM)
+      return gemm<Tile<4, 8, 8, true>>(w, x, n, y, pool);
+#else
+      return gemm<Tile<4, 8, 4, true>>(w, x, n, y, pool);
+#endif
     default: fail("matmul_q8: {} weights have no int8 GEMM", dtype_name(w.type));
   }
 #if defined(KVSLIM_HAS_NEON_I8MM)
