@@ -83,9 +83,9 @@ Vec quantized_q8_k(const Vec& x) {
   return out;
 }
 
-// Set while computing the reference for prefill: the K-quants the level's int8 GEMM takes (q3_K,
-// q4_K, q5_K, q6_K) have their activations quantised in q8_0-style blocks of 32 rather than q8_K
-// super-blocks.
+// Set while computing the reference for prefill: the K-quants the level's int8 GEMM takes (all, but
+// at the scalar level) have their activations quantised in q8_0-style blocks of 32 rather than
+// q8_K super-blocks.
 bool g_k_prefill_int8 = false;
 
 // x rounded to bf16 (the engine's BF16 weights meet it so on AVX512-BF16 builds): the f32 value

@@ -113,7 +113,7 @@ TEST_P(Int8Gemm, EveryLevelMatchesReferenceAndTheOthersOnOddShapes) {
   const DType type = GetParam();
   const auto levels = int8_gemm_levels(type);
   if (levels.empty()) GTEST_SKIP() << "no level with an int8 GEMM for " << dtype_name(type) << " on this CPU";
-  const bool k_quant = dtype_block_size(type) == 256;  // q3_K, q4_K, q5_K, q6_K, iq4_xs
+  const bool k_quant = dtype_block_size(type) == 256;  // q2_K .. q6_K, iq4_xs
   // M (tokens), N (rows) and K (blocks) around the tile sizes (4 / 6 / 16 / 32 tokens, 16 / 32
   // rows, 128-row weight groups, 16-block K slices): 1 short of, 1 past, and far from whole tiles.
   std::vector<Shape> shapes;
@@ -154,6 +154,7 @@ TEST_P(Int8Gemm, ExtremeLevelsAndActivationsStayExact) {
   const size_t rb = row_bytes(type, cols);
   const size_t block_bytes = dtype_block_bytes(type);
   const bool has_min = type == DType::Q4_1 || type == DType::Q5_1 || type == DType::Q4_K || type == DType::Q5_K;
+  const uint16_t dmin_bits = fp32_to_fp16(0.25f);
   std::mt19937 rng(7);
   std::vector<uint8_t> data(rb * rows);
   for (auto& byte : data) byte = static_cast<uint8_t>(rng());
@@ -163,6 +164,10 @@ TEST_P(Int8Gemm, ExtremeLevelsAndActivationsStayExact) {
     if (row < 4) std::memset(&data[off], row % 2 == 0 ? 0xFF : 0x00, block_bytes);
     if (type == DType::MXFP4) {  // its E8M0 byte: scales 2^-4 .. 2^1, not any power of two up to 2^127
       data[off] = static_cast<uint8_t>(124 + rng() % 6);
+    } else if (type == DType::Q2_K) {  // d and dmin last; its 4-bit scales and mins stay random
+      const uint16_t d = fp32_to_fp16(0.5f + static_cast<float>(rng() % 1000) / 1000.0f);
+      std::memcpy(&data[off + block_bytes - 4], &d, 2);
+      std::memcpy(&data[off + block_bytes - 2], &dmin_bits, 2);
     } else {
       // q3_K and q6_K keep d last (their sub-scales stay random: q6_K's -128 and 127 occur, q3_K's
       // -32 and 31); the others first.
@@ -213,8 +218,8 @@ TEST_P(Int8Gemm, MatmulTakesTheInt8Gemm) {
 
 INSTANTIATE_TEST_SUITE_P(BlockTypes, Int8Gemm,
                          ::testing::Values(DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q4_K,
-                                           DType::Q5_K, DType::Q3_K, DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS,
-                                           DType::MXFP4),
+                                           DType::Q5_K, DType::Q2_K, DType::Q3_K, DType::Q6_K, DType::IQ4_NL,
+                                           DType::IQ4_XS, DType::MXFP4),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
 TEST(Int8GemmPaths, ThreadCountDoesNotChangeResults) {

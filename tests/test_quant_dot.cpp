@@ -176,9 +176,9 @@ TEST_P(QuantDot, MatmulMatchesReferenceForEachToken) {
   for (int i = 0; i < n; ++i) {
     const std::vector<float> x(xs.begin() + i * cols, xs.begin() + (i + 1) * cols);
     std::vector<double> want, mag;
-    // Prefill's int8 GEMM (every level but scalar) takes q3_K, q4_K, q5_K, q6_K and iq4_xs with
-    // q8_0-style activations of 32; q2_K (and every 256-value type at the scalar level) goes through
-    // the f32 GEMM with x rounded through q8_K as decode does.
+    // Prefill's int8 GEMM (every level but scalar) takes the K-quants and iq4_xs with q8_0-style
+    // activations of 32; at the scalar level they go through the f32 GEMM with x rounded through
+    // q8_K as decode does.
     const bool int8_gemm_k = detail::matmul_q8_takes(t);
     reference(m, rounded_activations(t, x, is_k(t) && !int8_gemm_k), want, mag);
     for (int64_t r = 0; r < rows; ++r) EXPECT_NEAR(y[i * rows + r], want[r], 2e-5 * mag[r] + 1e-6) << i << " " << r;

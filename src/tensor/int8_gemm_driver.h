@@ -91,13 +91,15 @@ void int8_gemm(const WeightView& w, const float* x, int64_t n, float* y, ThreadP
   pack_then_compute(pool, n, w.rows, k, pack, compute);
 }
 
-// The weight types whose 32-value blocks have two 16-value halves with int8 scales of their own
-// (value = d * sub_h * q; unpack_int8_halves): their kernels sum the halves apart.
-inline bool int8_has_halves(DType type) { return type == DType::Q3_K || type == DType::Q6_K; }
+// The weight types whose 32-value blocks have two 16-value halves with int8 scales (q2_K: and mins)
+// of their own (unpack_int8_halves): their kernels sum the halves apart.
+inline bool int8_has_halves(DType type) { return type == DType::Q2_K || type == DType::Q3_K || type == DType::Q6_K; }
 
 // The weight types whose int8 levels come with a per-block min (value = scale * q + min).
+// (q2_K: a min per 16-value half.)
 inline bool int8_has_mins(DType type) {
-  return type == DType::Q4_1 || type == DType::Q5_1 || type == DType::Q4_K || type == DType::Q5_K;
+  return type == DType::Q4_1 || type == DType::Q5_1 || type == DType::Q4_K || type == DType::Q5_K ||
+         type == DType::Q2_K;
 }
 
 }  // namespace kvslim::KVSLIM_ISA_NS::detail

@@ -32,6 +32,13 @@ void matmul_q8(const WeightView& w, const float* x, int64_t n, float* y, ThreadP
 // unpack_int8_block, quantize_x_block (shared by the AVX2, VNNI, AMX and NEON kernels, so all see
 // the same int8 values), matmul_q8_amx, matmul_q8_avx2 and matmul_q8_neon exist per level only
 // (tensor/tensor_isa.inc).
+// The scales of one 32-value block of a q2_K, q3_K or q6_K row (unpack_int8_halves): value i is
+// d * sub[i / 16] * q_i - dmin * min[i / 16] (dmin and min are 0 but for q2_K).
+struct Int8Halves {
+  float d = 0.0f, dmin = 0.0f;
+  int8_t sub[2] = {0, 0}, min[2] = {0, 0};
+};
+
 // K slice (in blocks of 32) of the int8 kernels: outputs are summed in f32 per slice and the
 // slices added in order, so the kernels round identically.
 constexpr int64_t kInt8SliceBlocks = 16;

@@ -78,6 +78,21 @@ KSubBlock k_sub_block(DType type, const uint8_t* row, int64_t b) {
   return k;
 }
 
+// The scales of 32-value block j of a q2_K / q3_K super-block (portable: both bodies of
+// unpack_int8_halves differ only in how they extract the levels).
+void q2k_halves(const BlockQ2_K& blk, int j, Int8Halves& s) {
+  s.d = fp16_to_fp32(blk.d);
+  s.dmin = fp16_to_fp32(blk.dmin);
+  for (int h = 0; h < 2; ++h) {
+    s.sub[h] = static_cast<int8_t>(blk.scales[2 * j + h] & 0xF);
+    s.min[h] = static_cast<int8_t>(blk.scales[2 * j + h] >> 4);
+  }
+}
+void q3k_halves(const BlockQ3_K& blk, int j, Int8Halves& s) {
+  s.d = fp16_to_fp32(blk.d);
+  for (int h = 0; h < 2; ++h) s.sub[h] = static_cast<int8_t>(q3k_scale(blk.scales, 2 * j + h) - 32);
+}
+
 // The types whose nibbles index a 16-entry int8 level table: iq4_nl, iq4_xs and mxfp4.
 bool is_table4(DType type) { return type == DType::IQ4_NL || type == DType::IQ4_XS || type == DType::MXFP4; }
 
@@ -191,14 +206,24 @@ void unpack_int8_block(DType type, const uint8_t* row, int64_t b, int8_t* q, flo
   }
 }
 
-// The 32-value block `b` (one of the 8 per super-block) of a q3_K or q6_K row as its int8 values
-// q = level - 4 or level - 32, with the super-block's scale d and the int8 scales of the block's
-// two 16-value halves: value = d * sub[h] * q. q3_K: the 2 low bits of the 32 levels are one bit
-// pair of 32 consecutive bytes of qs, the high bit one bit of hmask's 32 bytes, and a half's scale
-// its 6-bit s_j - 32. q6_K: the low 4 bits are 32 consecutive bytes of ql (low or high nibbles),
-// the high 2 bits one bit pair of 32 consecutive bytes of qh (layouts in quant_blocks.h).
-void unpack_int8_halves(DType type, const uint8_t* row, int64_t b, int8_t* q, float& d, int8_t (&sub)[2]) {
+// The 32-value block `b` (one of the 8 per super-block) of a q2_K, q3_K or q6_K row as its int8
+// values q (the level; level - 4; level - 32) with the super-block's scales and the block's two
+// 16-value halves' own (Int8Halves). q2_K: the 2-bit levels are one bit pair of 32 consecutive
+// bytes of qs, a half's scale and min the nibbles of its byte of scales. q3_K: the 2 low bits as
+// q2_K's, the high bit one bit of hmask's 32 bytes, a half's scale its 6-bit s_j - 32. q6_K: the
+// low 4 bits are 32 consecutive bytes of ql (low or high nibbles), the high 2 bits one bit pair of
+// 32 consecutive bytes of qh (layouts in quant_blocks.h).
+void unpack_int8_halves(DType type, const uint8_t* row, int64_t b, int8_t* q, Int8Halves& s) {
   const int j = static_cast<int>(b % 8), h = j / 4, quarter = j % 4;
+  s = Int8Halves{};
+  if (type == DType::Q2_K) {
+    const auto& blk = reinterpret_cast<const BlockQ2_K*>(row)[b / 8];
+    const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qs + 32 * h));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(q),
+                        _mm256_and_si256(_mm256_srl_epi16(bits, _mm_cvtsi32_si128(2 * quarter)), _mm256_set1_epi8(3)));
+    q2k_halves(blk, j, s);
+    return;
+  }
   if (type == DType::Q3_K) {
     const auto& blk = reinterpret_cast<const BlockQ3_K*>(row)[b / 8];
     const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qs + 32 * h));
@@ -207,9 +232,7 @@ void unpack_int8_halves(DType type, const uint8_t* row, int64_t b, int8_t* q, fl
     const __m256i hi = _mm256_and_si256(_mm256_srl_epi16(hmask, _mm_cvtsi32_si128(j)), _mm256_set1_epi8(1));
     const __m256i level = _mm256_or_si256(lo, _mm256_slli_epi16(hi, 2));
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(q), _mm256_sub_epi8(level, _mm256_set1_epi8(4)));
-    d = fp16_to_fp32(blk.d);
-    sub[0] = static_cast<int8_t>(q3k_scale(blk.scales, 2 * j) - 32);
-    sub[1] = static_cast<int8_t>(q3k_scale(blk.scales, 2 * j + 1) - 32);
+    q3k_halves(blk, j, s);
     return;
   }
   const auto& blk = reinterpret_cast<const BlockQ6_K*>(row)[b / 8];
@@ -220,9 +243,9 @@ void unpack_int8_halves(DType type, const uint8_t* row, int64_t b, int8_t* q, fl
   const __m256i hi = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * quarter)), _mm256_set1_epi8(3));
   const __m256i level = _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4));
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(q), _mm256_sub_epi8(level, _mm256_set1_epi8(32)));
-  d = fp16_to_fp32(blk.d);
-  sub[0] = blk.scales[2 * j];
-  sub[1] = blk.scales[2 * j + 1];
+  s.d = fp16_to_fp32(blk.d);
+  s.sub[0] = blk.scales[2 * j];
+  s.sub[1] = blk.scales[2 * j + 1];
 }
 
 #if defined(KVSLIM_Q8_GEMM)
@@ -321,9 +344,19 @@ void unpack_int8_block(DType type, const uint8_t* row, int64_t b, int8_t* q, flo
   }
 }
 
-// The x86 body's q3_K / q6_K block: the same q, d and halves' scales.
-void unpack_int8_halves(DType type, const uint8_t* row, int64_t b, int8_t* q, float& d, int8_t (&sub)[2]) {
+// The x86 body's q2_K / q3_K / q6_K block: the same q and scales.
+void unpack_int8_halves(DType type, const uint8_t* row, int64_t b, int8_t* q, Int8Halves& s) {
   const int j = static_cast<int>(b % 8), h = j / 4, quarter = j % 4;
+  s = Int8Halves{};
+  if (type == DType::Q2_K) {
+    const auto& blk = reinterpret_cast<const BlockQ2_K*>(row)[b / 8];
+    const int8x16_t shift = vdupq_n_s8(static_cast<int8_t>(-2 * quarter));
+    for (int i = 0; i < 32; i += 16) {
+      vst1q_s8(q + i, vreinterpretq_s8_u8(vandq_u8(vshlq_u8(vld1q_u8(blk.qs + 32 * h + i), shift), vdupq_n_u8(3))));
+    }
+    q2k_halves(blk, j, s);
+    return;
+  }
   if (type == DType::Q3_K) {
     const auto& blk = reinterpret_cast<const BlockQ3_K*>(row)[b / 8];
     const int8_t lo_shift = static_cast<int8_t>(-2 * quarter), hi_shift = static_cast<int8_t>(-j);
@@ -333,9 +366,7 @@ void unpack_int8_halves(DType type, const uint8_t* row, int64_t b, int8_t* q, fl
       const uint8x16_t level = vorrq_u8(lo, vshlq_n_u8(hi, 2));
       vst1q_s8(q + i, vsubq_s8(vreinterpretq_s8_u8(level), vdupq_n_s8(4)));
     }
-    d = fp16_to_fp32(blk.d);
-    sub[0] = static_cast<int8_t>(q3k_scale(blk.scales, 2 * j) - 32);
-    sub[1] = static_cast<int8_t>(q3k_scale(blk.scales, 2 * j + 1) - 32);
+    q3k_halves(blk, j, s);
     return;
   }
   const auto& blk = reinterpret_cast<const BlockQ6_K*>(row)[b / 8];
@@ -348,9 +379,9 @@ void unpack_int8_halves(DType type, const uint8_t* row, int64_t b, int8_t* q, fl
     const uint8x16_t level = vorrq_u8(lo, vshlq_n_u8(hi, 4));
     vst1q_s8(q + i, vsubq_s8(vreinterpretq_s8_u8(level), vdupq_n_s8(32)));
   }
-  d = fp16_to_fp32(blk.d);
-  sub[0] = blk.scales[2 * j];
-  sub[1] = blk.scales[2 * j + 1];
+  s.d = fp16_to_fp32(blk.d);
+  s.sub[0] = blk.scales[2 * j];
+  s.sub[1] = blk.scales[2 * j + 1];
 }
 
 // The x86 steps (max |x|, d = amax / 127, q = round-to-nearest-even(x * (127 / amax)), the
@@ -526,7 +557,7 @@ static void matmul_q8_vnni(const WeightView& w, const float* x, int64_t n, float
 bool matmul_q8_available() { return true; }
 
 const char* matmul_q8_kernel(DType type) {
-  if (int8_has_halves(type)) return "avx512 int8 gemm (maddubs, 4x32, q3_K / q6_K halves)";
+  if (int8_has_halves(type)) return "avx512 int8 gemm (maddubs, 4x32, q2_K / q3_K / q6_K halves)";
   return amx_int8_usable() ? "amx int8 gemm (avx512-vnni below 16 tokens)" : "avx512-vnni int8 gemm 6x32";
 }
 
@@ -546,7 +577,7 @@ void matmul_q8(const WeightView& w, const float* x, int64_t n, float* y, ThreadP
 bool matmul_q8_available() { return true; }
 
 const char* matmul_q8_kernel(DType type) {
-  if (int8_has_halves(type)) return "avx2 int8 gemm (maddubs, 4x16, q3_K / q6_K halves)";
+  if (int8_has_halves(type)) return "avx2 int8 gemm (maddubs, 4x16, q2_K / q3_K / q6_K halves)";
 #if defined(KVSLIM_HAS_AVXVNNI)
   return "avx-vnni int8 gemm (vpdpbusd, 4x16 / 4x8 for q8_0 and iq4)";
 #else
@@ -567,11 +598,11 @@ bool matmul_q8_available() { return true; }
 const char* matmul_q8_kernel(DType type) {
   const bool halves = int8_has_halves(type);  // 4 x 8 tiles at every aarch64 level
 #if defined(KVSLIM_HAS_NEON_I8MM)
-  return halves ? "neon-i8mm int8 gemm (smmla 4x8, q3_K / q6_K halves)" : "neon-i8mm int8 gemm (smmla 4x8)";
+  return halves ? "neon-i8mm int8 gemm (smmla 4x8, q2_K / q3_K / q6_K halves)" : "neon-i8mm int8 gemm (smmla 4x8)";
 #elif defined(KVSLIM_HAS_NEON_DOTPROD)
-  return halves ? "neon-dotprod int8 gemm (sdot 4x8, q3_K / q6_K halves)" : "neon-dotprod int8 gemm (sdot 4x12)";
+  return halves ? "neon-dotprod int8 gemm (sdot 4x8, q2_K / q3_K / q6_K halves)" : "neon-dotprod int8 gemm (sdot 4x12)";
 #else
-  return halves ? "neon int8 gemm (widening multiplies 4x8, q3_K / q6_K halves)"
+  return halves ? "neon int8 gemm (widening multiplies 4x8, q2_K / q3_K / q6_K halves)"
                 : "neon int8 gemm (widening multiplies 4x12)";
 #endif
 }
@@ -594,9 +625,8 @@ void matmul_q8(const WeightView&, const float*, int64_t, float*, ThreadPool&, In
 
 #endif
 
-// The types with one scale (and at most one min) per 32 values, and q3_K / q6_K with one per 16
-// (their kernels sum the two halves of a block apart); q2_K (a min per 16 values too) goes through
-// the f32 GEMM.
+// Every block type: those with one scale (and at most one min) per 32 values, and q2_K / q3_K /
+// q6_K with one per 16 (their kernels sum the two halves of a block apart).
 bool matmul_q8_takes(DType type) {
   if (!matmul_q8_available()) return false;
   switch (type) {
@@ -607,6 +637,7 @@ bool matmul_q8_takes(DType type) {
     case DType::Q5_1:
     case DType::Q4_K:
     case DType::Q5_K:
+    case DType::Q2_K:
     case DType::Q3_K:
     case DType::Q6_K:
     case DType::IQ4_NL:

@@ -41,7 +41,9 @@
 // any block. This runs at every x86 level, vpmaddubsw at avxvnni too (vpdpbusd's int32 sums could
 // not be weighted per half without a 32-bit multiply), and on 512-bit registers at the AVX-512
 // levels (micro_kernel_512, the same sums and f32 steps), where the VNNI and AMX kernels take the
-// other types.
+// other types. q2_K (u = its 2-bit level, o = 0) has a 4-bit scale and a 4-bit min per half: its
+// min term sum_h m_h * (half h's sum of x_q) is one vpmaddwd of the row's two mins with the
+// token's two half sums (int16 pairs), exact, then scaled by -dmin * d_x in f32.
 #include <algorithm>
 #include <cstring>
 #include <utility>
@@ -82,14 +84,16 @@ struct Tile {
   static constexpr bool kMins = Mins;
   static constexpr bool kSubScales = SubScales;
   static_assert(8 % Chain == 0 && (Planes == 1 || Planes == 2));
-  static_assert(!SubScales || (Chain == 4 && Planes == 1 && !Mins));  // one chain per 16-value half
-  // One packed X block: q [8][kMR][4], then scales [kMR] f32, corrections [kMR] and sums [kMR] i32.
+  static_assert(!SubScales || (Chain == 4 && Planes == 1));  // one chain per 16-value half
+  // One packed X block: q [8][kMR][4], then scales [kMR] f32, corrections [kMR] and sums [kMR] i32
+  // (kSubScales: the halves' patterns; with kMins, q2_K, then the halves' sums [kMR] as int16 pairs).
   static constexpr size_t kXLevels = 8 * kMR * 4;
-  static constexpr size_t kXBlockBytes = kXLevels + 3 * kMR * 4;
+  static constexpr size_t kXBlockBytes = kXLevels + (kSubScales && kMins ? 4 : 3) * kMR * 4;
   // One packed W block: levels [kPlanes][8][kNR][4], then scales [kNR] and mins [kNR] f32, or
-  // (kSubScales) scales [kNR] f32 and the halves' scale patterns [2][kNR] i32.
+  // (kSubScales) scales [kNR] f32 and the halves' scale patterns [2][kNR] i32, and with kMins (q2_K)
+  // the halves' mins [kNR] as int16 pairs and -dmin [kNR] f32.
   static constexpr size_t kWLevels = static_cast<size_t>(kPlanes) * 8 * kNR * 4;
-  static constexpr size_t kWBlockBytes = kWLevels + (kSubScales ? 3 : 2) * kNR * 4;
+  static constexpr size_t kWBlockBytes = kWLevels + (kSubScales ? (kMins ? 5 : 3) : 2) * kNR * 4;
 };
 
 // o with u = q + o >= 0 for the values q of unpack_int8_block (see the top of the file).
@@ -103,11 +107,24 @@ int level_offset(DType type) {
     case DType::MXFP4: return 12;  // table levels -12..12: u = 0..24, 5 bits as q5_0's
     case DType::Q3_K: return 4;    // q - 4 for the 3-bit level: u = the level
     case DType::Q6_K: return 32;   // q - 32 for the 6-bit level: u = the level
-    default: return 0;             // q4_1, q5_1, q4_K, q5_K: q is the level
+    default: return 0;             // q4_1, q5_1, q2_K, q4_K, q5_K: q is the level
   }
 }
 
-// q3_K / q6_K: the int16 pair sums that vpmaddubsw(offset, x) gives over each 16-value half of an
+// Two int16 as the int32 whose low half is lo and high half hi (vpmaddwd's pairs).
+int32_t int16_pair(int lo, int hi) {
+  return static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint16_t>(lo)) |
+                              (static_cast<uint32_t>(static_cast<uint16_t>(hi)) << 16));
+}
+
+// The sum of half h (values 16h .. 16h + 15) of an activation block's q.
+int half_sum(const int8_t* q, int h) {
+  int s = 0;
+  for (int i = 16 * h; i < 16 * h + 16; ++i) s += q[i];
+  return s;
+}
+
+// q2_K / q3_K / q6_K: the int16 pair sums that vpmaddubsw(offset, x) gives over each 16-value half of an
 // activation block (quads 0-3 and 4-7), negated, as the int32 broadcast that starts the half's
 // chain: the chain then holds the pair sums of (u - offset) * x = q * x, so a half's sum can be
 // scaled by its row's int8 scale with vpmaddwd (a per-token correction could not: it would be
@@ -120,8 +137,7 @@ void half_patterns(const int8_t* q, int offset, int32_t& half0, int32_t& half1) 
       lo += q[4 * qd] + q[4 * qd + 1];
       hi += q[4 * qd + 2] + q[4 * qd + 3];
     }
-    pat[h] = static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint16_t>(-offset * lo)) |
-                                  (static_cast<uint32_t>(static_cast<uint16_t>(-offset * hi)) << 16));
+    pat[h] = int16_pair(-offset * lo, -offset * hi);
   }
   half0 = pat[0];
   half1 = pat[1];
@@ -151,6 +167,7 @@ void pack_x_panel(const float* x, int64_t n, int64_t k, int64_t t0, int offset, 
       scales[t] = d;
       if constexpr (T::kSubScales) {
         half_patterns(q, offset, corr[t], sums[t]);
+        if constexpr (T::kMins) sums[kMR + t] = int16_pair(half_sum(q, 0), half_sum(q, 1));
       } else {
         corr[t] = -offset * sum;
         sums[t] = sum;
@@ -196,6 +213,8 @@ void pack_w_panel(const WeightView& w, int64_t r0, int64_t b0, int64_t nbk, int 
     auto* scales = reinterpret_cast<float*>(blk + T::kWLevels);
     auto* mins = scales + kNR;                      // (kSubScales: no mins)
     auto* subs = reinterpret_cast<int32_t*>(mins);  // (kSubScales) [half][row]: the half's int8 scale in both int16
+    auto* half_mins = subs + 2 * kNR;               // (kSubScales, kMins) [row]: the halves' mins as int16
+    auto* min_scales = reinterpret_cast<float*>(half_mins + kNR);  // (kSubScales, kMins) [row]: -dmin
     for (int v = 0; v < T::kNRV; ++v) {
       __m256i u[8];
       for (int j = 0; j < 8; ++j) {
@@ -204,16 +223,22 @@ void pack_w_panel(const WeightView& w, int64_t r0, int64_t b0, int64_t nbk, int 
           scales[row] = 0.0f;
           mins[row] = 0.0f;
           if constexpr (T::kSubScales) subs[kNR + row] = 0;
+          if constexpr (T::kSubScales && T::kMins) {
+            half_mins[row] = 0;
+            min_scales[row] = 0.0f;
+          }
           u[j] = _mm256_setzero_si256();  // level 0 in every plane, whatever the offset
           continue;
         }
         alignas(32) int8_t q[kQ8Block];
         if constexpr (T::kSubScales) {
-          int8_t sub[2];
-          unpack_int8_halves(w.type, w.row(r0 + row), b0 + b, q, scales[row], sub);
-          for (int h = 0; h < 2; ++h) {
-            const auto s16 = static_cast<uint32_t>(static_cast<uint16_t>(sub[h]));
-            subs[h * kNR + row] = static_cast<int32_t>(s16 | (s16 << 16));
+          Int8Halves hs;
+          unpack_int8_halves(w.type, w.row(r0 + row), b0 + b, q, hs);
+          scales[row] = hs.d;
+          for (int h = 0; h < 2; ++h) subs[h * kNR + row] = int16_pair(hs.sub[h], hs.sub[h]);
+          if constexpr (T::kMins) {
+            half_mins[row] = int16_pair(hs.min[0], hs.min[1]);
+            min_scales[row] = -hs.dmin;
           }
         } else {
           unpack_int8_block(w.type, w.row(r0 + row), b0 + b, q, scales[row], mins[row]);
@@ -404,7 +429,18 @@ void micro_kernel(const uint8_t* xp, const uint8_t* wp, int64_t nbk, float* c, i
         const __m256 s = _mm256_mul_ps(_mm256_load_ps(ws + 8 * v), sx);
         facc[t][v] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t][v]), s, facc[t][v]);
       }
-      if constexpr (T::kMins) {
+      if constexpr (T::kMins && T::kSubScales) {
+        // q2_K: + (-dmin) * d_x * sum_h m_h * sum(x_q of half h), that sum exact from one vpmaddwd.
+        const __m256i hsum = _mm256_set1_epi32(xsum[kMR + t]);
+        const auto* half_mins = reinterpret_cast<const int32_t*>(ws + 3 * kNR);
+#pragma GCC unroll 4
+        for (int v = 0; v < kNRV; ++v) {
+          const __m256i m =
+              _mm256_madd_epi16(_mm256_load_si256(reinterpret_cast<const __m256i*>(half_mins + 8 * v)), hsum);
+          const __m256 s = _mm256_mul_ps(_mm256_load_ps(ws + 4 * kNR + 8 * v), sx);
+          facc[t][v] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(m), s, facc[t][v]);
+        }
+      } else if constexpr (T::kMins) {
         // + m * d_x * sum(x_q)
         const __m256 sxs = _mm256_set1_ps(xs[t] * static_cast<float>(xsum[t]));
 #pragma GCC unroll 4
@@ -503,6 +539,16 @@ void micro_kernel_512(const uint8_t* xp, const uint8_t* wp, int64_t nbk, float* 
         const __m512 sw = _mm512_mul_ps(_mm512_loadu_ps(ws + 16 * v), sx);
         facc[t][v] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t][v]), sw, facc[t][v]);
       }
+      if constexpr (T::kMins) {  // q2_K, as micro_kernel
+        const __m512i hsum = _mm512_set1_epi32(halves[2 * kMR + t]);
+        const auto* half_mins = reinterpret_cast<const int32_t*>(ws + 3 * kNR);
+#pragma GCC unroll 4
+        for (int v = 0; v < kV; ++v) {
+          const __m512i m = _mm512_madd_epi16(_mm512_loadu_si512(half_mins + 16 * v), hsum);
+          const __m512 s = _mm512_mul_ps(_mm512_loadu_ps(ws + 4 * kNR + 16 * v), sx);
+          facc[t][v] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(m), s, facc[t][v]);
+        }
+      }
     }
   }
   __mmask16 masks[kV];
@@ -551,6 +597,9 @@ void matmul_q8_avx2(const WeightView& w, const float* x, int64_t n, float* y, Th
 #if defined(KVSLIM_HAS_AVX512VNNI)
   // The AVX-512 levels' VNNI and AMX kernels take the other types.
   if (!int8_has_halves(w.type)) fail("matmul_q8: {} weights go to the AVX-512 int8 kernels", dtype_name(w.type));
+  if (int8_has_mins(w.type)) {
+    return gemm<Tile<4, 4, 1, 4, true, true>>(w, x, n, y, pool, micro_kernel_512<Tile<4, 4, 1, 4, true, true>>);
+  }
   return gemm<Tile<4, 4, 1, 4, false, true>>(w, x, n, y, pool, micro_kernel_512<Tile<4, 4, 1, 4, false, true>>);
 #else
   // Tiles (tokens, 8-row vectors) as measured fastest per scheme, all within 16 ymm registers.
@@ -567,6 +616,7 @@ void matmul_q8_avx2(const WeightView& w, const float* x, int64_t n, float* y, Th
     case DType::Q5_K: return gemm<Tile<4, 2, 1, 4, true>>(w, x, n, y, pool);
     case DType::Q3_K:
     case DType::Q6_K: return gemm<Tile<4, 2, 1, 4, false, true>>(w, x, n, y, pool);
+    case DType::Q2_K: return gemm<Tile<4, 2, 1, 4, true, true>>(w, x, n, y, pool);
     default: fail("matmul_q8: {} weights have no int8 GEMM", dtype_name(w.type));
   }
 #endif

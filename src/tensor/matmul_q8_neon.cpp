@@ -48,9 +48,10 @@ namespace {
 constexpr int64_t kKB = kInt8SliceBlocks;  // blocks per K slice
 
 // A micro-tile of MR tokens x NR weight rows, packed in groups of G bytes (4: sdot, 8: smmla).
-// SubScales: q3_K and q6_K, whose two 16-value halves of a block have int8 scales of their own: the
-// block's int32 sum is sum_h sub_h * (half h's sum), exact, then scaled by d like any block's
-// (the x86 kernels' integer, so the same bits).
+// SubScales: q2_K, q3_K and q6_K, whose two 16-value halves of a block have int8 scales (q2_K:
+// and mins) of their own: the block's int32 sum is sum_h sub_h * (half h's sum), exact, then
+// scaled by d like any block's; q2_K's min term sum_h m_h * (half h's sum of x_q), exact, is
+// scaled by -dmin * d_x (the x86 kernels' integers and f32 steps, so the same bits).
 template <int MR, int NR, int G, bool SubScales = false>
 struct Tile {
   static constexpr int kMR = MR;
@@ -61,13 +62,14 @@ struct Tile {
   static constexpr int kParts = SubScales ? 2 : 1;  // runs of steps summed apart: the halves
   static constexpr int kPartSteps = kSteps / kParts;
   static_assert(NR % 4 == 0 && (G == 4 || G == 8) && (G == 4 ? MR == 4 : MR % 2 == 0 && NR % 4 == 0));
-  // One packed X block: q [kSteps][kMR][G], then scales [kMR] f32 and sums of q [kMR] i32.
+  // One packed X block: q [kSteps][kMR][G], then scales [kMR] f32 and sums of q [kMR] i32, and
+  // (SubScales) the halves' sums of q [2][kMR] i32.
   static constexpr size_t kXLevels = static_cast<size_t>(kQ8Block) * kMR;
-  static constexpr size_t kXBlockBytes = kXLevels + 2 * kMR * 4;
+  static constexpr size_t kXBlockBytes = kXLevels + (SubScales ? 4 : 2) * kMR * 4;
   // One packed W block: q [kSteps][kNR][G], then scales [kNR] and mins [kNR] f32, or (SubScales)
-  // scales [kNR] f32 and the halves' scales [2][kNR] i32.
+  // scales [kNR] f32, the halves' scales [2][kNR] and mins [2][kNR] i32 and -dmin [kNR] f32.
   static constexpr size_t kWLevels = static_cast<size_t>(kQ8Block) * kNR;
-  static constexpr size_t kWBlockBytes = kWLevels + (SubScales ? 3 : 2) * kNR * 4;
+  static constexpr size_t kWBlockBytes = kWLevels + (SubScales ? 6 : 2) * kNR * 4;
 };
 
 template <class T>
@@ -90,6 +92,13 @@ void pack_x_panel(const float* x, int64_t n, int64_t k, int64_t t0, uint8_t* dst
       }
       scales[t] = d;
       sums[t] = sum;
+      if constexpr (T::kSubScales) {
+        for (int h = 0; h < 2; ++h) {
+          int32_t half = 0;
+          for (int i = 16 * h; i < 16 * h + 16; ++i) half += q[i];
+          sums[(1 + h) * kMR + t] = half;
+        }
+      }
       for (int s = 0; s < T::kSteps; ++s) std::memcpy(blk + (s * kMR + t) * G, q + G * s, G);
     }
   }
@@ -104,22 +113,31 @@ void pack_w_panel(const WeightView& w, int64_t r0, int64_t b0, int64_t nbk, uint
   for (int64_t b = 0; b < nbk; ++b) {
     uint8_t* blk = dst + b * T::kWBlockBytes;
     auto* scales = reinterpret_cast<float*>(blk + T::kWLevels);
-    auto* mins = scales + kNR;                      // (SubScales: no mins)
-    auto* subs = reinterpret_cast<int32_t*>(mins);  // (SubScales) [half][row]
+    auto* mins = scales + kNR;                                         // (SubScales: no mins)
+    auto* subs = reinterpret_cast<int32_t*>(mins);                     // (SubScales) [half][row]
+    auto* half_mins = subs + 2 * kNR;                                  // (SubScales) [half][row]
+    auto* min_scales = reinterpret_cast<float*>(half_mins + 2 * kNR);  // (SubScales) [row]: -dmin
     for (int j = 0; j < kNR; ++j) {
       alignas(16) int8_t q[kQ8Block];
       if (j < nr && T::kSubScales) {
-        int8_t sub[2];
-        unpack_int8_halves(w.type, w.row(r0 + j), b0 + b, q, scales[j], sub);
-        subs[j] = sub[0];
-        subs[kNR + j] = sub[1];
+        Int8Halves hs;
+        unpack_int8_halves(w.type, w.row(r0 + j), b0 + b, q, hs);
+        scales[j] = hs.d;
+        min_scales[j] = -hs.dmin;
+        for (int h = 0; h < 2; ++h) {
+          subs[h * kNR + j] = hs.sub[h];
+          half_mins[h * kNR + j] = hs.min[h];
+        }
       } else if (j < nr) {
         unpack_int8_block(w.type, w.row(r0 + j), b0 + b, q, scales[j], mins[j]);
       } else {
         std::memset(q, 0, sizeof(q));
         scales[j] = 0.0f;
         mins[j] = 0.0f;
-        if constexpr (T::kSubScales) subs[kNR + j] = 0;
+        if constexpr (T::kSubScales) {
+          subs[kNR + j] = half_mins[j] = half_mins[kNR + j] = 0;
+          min_scales[j] = 0.0f;
+        }
       }
       for (int s = 0; s < T::kSteps; ++s) std::memcpy(blk + (s * kNR + j) * G, q + G * s, G);
     }
@@ -239,7 +257,18 @@ void micro_kernel_sdot(const uint8_t* xp, const uint8_t* wp, int64_t nbk, float*
         const float32x4_t s = vmulq_n_f32(vld1q_f32(ws + 4 * v), xs[t]);
         facc[t][v] = vfmaq_f32(facc[t][v], vcvtq_f32_s32(isum[t][v]), s);
       }
-      if constexpr (kMins) {
+      if constexpr (kMins && T::kSubScales) {
+        // q2_K: + (-dmin) * d_x * sum_h m_h * (half h's sum of x_q).
+        const auto* half_mins = subs + 2 * kNR;
+        const auto* min_scales = reinterpret_cast<const float*>(half_mins + 2 * kNR);
+#pragma GCC unroll 4
+        for (int v = 0; v < kNRV; ++v) {
+          const int32x4_t m = vmlaq_s32(vmulq_s32(vld1q_s32(half_mins + 4 * v), vdupq_n_s32(xsum[kMR + t])),
+                                        vld1q_s32(half_mins + kNR + 4 * v), vdupq_n_s32(xsum[2 * kMR + t]));
+          const float32x4_t s = vmulq_n_f32(vld1q_f32(min_scales + 4 * v), xs[t]);
+          facc[t][v] = vfmaq_f32(facc[t][v], vcvtq_f32_s32(m), s);
+        }
+      } else if constexpr (kMins) {
         // + m * d_x * sum(x_q)
         const float sxs = xs[t] * static_cast<float>(xsum[t]);
 #pragma GCC unroll 4
@@ -318,7 +347,7 @@ void micro_kernel_mmla(const uint8_t* xp, const uint8_t* wp, int64_t nbk, float*
       // [d_x(t0), d_x(t0), d_x(t1), d_x(t1)] for tokens t0 = 2p, t1 = 2p + 1.
       const float32x4_t sx = vcombine_f32(vdup_n_f32(xs[2 * p]), vdup_n_f32(xs[2 * p + 1]));
       float32x4_t sxs = vdupq_n_f32(0);
-      if constexpr (kMins) {
+      if constexpr (kMins && !T::kSubScales) {
         sxs = vcombine_f32(vdup_n_f32(xs[2 * p] * static_cast<float>(xsum[2 * p])),
                            vdup_n_f32(xs[2 * p + 1] * static_cast<float>(xsum[2 * p + 1])));
       }
@@ -328,7 +357,21 @@ void micro_kernel_mmla(const uint8_t* xp, const uint8_t* wp, int64_t nbk, float*
         const float32x2_t w2 = vld1_f32(ws + 2 * q);
         const float32x4_t s = vmulq_f32(vcombine_f32(w2, w2), sx);
         facc[p][q] = vfmaq_f32(facc[p][q], vcvtq_f32_s32(isum[p][q]), s);
-        if constexpr (kMins) {
+        if constexpr (kMins && T::kSubScales) {
+          // q2_K, as the sdot kernel: [t0 r0, t0 r1, t1 r0, t1 r1] of sum_h m_h * (half h's sum of x_q).
+          const auto* half_mins = subs + 2 * kNR;
+          const auto* min_scales = reinterpret_cast<const float*>(half_mins + 2 * kNR);
+          int32x4_t m = vdupq_n_s32(0);
+#pragma GCC unroll 2
+          for (int h = 0; h < 2; ++h) {
+            const int32x2_t m2 = vld1_s32(half_mins + h * kNR + 2 * q);
+            const int32x4_t hsum =
+                vcombine_s32(vdup_n_s32(xsum[(1 + h) * kMR + 2 * p]), vdup_n_s32(xsum[(1 + h) * kMR + 2 * p + 1]));
+            m = vmlaq_s32(m, vcombine_s32(m2, m2), hsum);
+          }
+          const float32x2_t n2 = vld1_f32(min_scales + 2 * q);
+          facc[p][q] = vfmaq_f32(facc[p][q], vcvtq_f32_s32(m), vmulq_f32(vcombine_f32(n2, n2), sx));
+        } else if constexpr (kMins) {
           const float32x2_t m2 = vld1_f32(ws + kNR + 2 * q);
           facc[p][q] = vfmaq_f32(facc[p][q], vcombine_f32(m2, m2), sxs);
         }
@@ -390,6 +433,7 @@ void matmul_q8_neon(const WeightView& w, const float* x, int64_t n, float* y, Th
     case DType::IQ4_NL:
     case DType::IQ4_XS:
     case DType::MXFP4: break;
+    case DType::Q2_K:
     case DType::Q3_K:
     case DType::Q6_K:
       // 4 x 8 at dotprod too: a second set of int32 sums (the block's, beside a half's) would
