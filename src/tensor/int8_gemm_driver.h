@@ -91,6 +91,31 @@ void int8_gemm(const WeightView& w, const float* x, int64_t n, float* y, ThreadP
   pack_then_compute(pool, n, w.rows, k, pack, compute);
 }
 
+#if defined(KVSLIM_HAS_AVX512F)
+// Writes (the first K slice) or adds (later ones) the f32 tile of the 512-bit kernels, kMR tokens x
+// kV vectors of 16 rows, into c: tokens from mt and rows from nr on are left alone.
+template <int kMR, int kV>
+inline void store_tile_512(const __m512 (&facc)[kMR][kV], float* c, int64_t ldc, int mt, int nr, bool first) {
+  __mmask16 masks[kV];
+  for (int v = 0; v < kV; ++v) {
+    const int left = nr - 16 * v;
+    masks[v] = left >= 16 ? static_cast<__mmask16>(0xffff)
+                          : (left > 0 ? static_cast<__mmask16>((1u << left) - 1) : static_cast<__mmask16>(0));
+  }
+#pragma GCC unroll 8
+  for (int t = 0; t < kMR; ++t) {
+    if (t >= mt) break;
+    float* ct = c + t * ldc;
+#pragma GCC unroll 4
+    for (int v = 0; v < kV; ++v) {
+      __m512 r = facc[t][v];
+      if (!first) r = _mm512_add_ps(r, _mm512_maskz_loadu_ps(masks[v], ct + 16 * v));
+      _mm512_mask_storeu_ps(ct + 16 * v, masks[v], r);
+    }
+  }
+}
+#endif
+
 // The weight types whose 32-value blocks have two 16-value halves with int8 scales (q2_K: and mins)
 // of their own (unpack_int8_halves): their kernels sum the halves apart.
 inline bool int8_has_halves(DType type) { return type == DType::Q2_K || type == DType::Q3_K || type == DType::Q6_K; }

@@ -1,17 +1,16 @@
 // matmul: Y = X W^T for a batch of n activation rows (prefill).
 //
-// f32/f16/bf16, q2_K, q3_K, q6_K (but at the AVX2 / AVX-VNNI levels), and every block type at the scalar and plain NEON
-// levels, use a blocked f32 GEMM of
-// our own (measured within ~10% of OpenBLAS's sgemm, without its extra packing pass or thread pool): X is packed once
-// into panels of kMR tokens ([k][kMR] floats, shared by all threads); threads take chunks of kNR-row weight panels from
-// a queue and, for each kKC-deep slice of K, convert a panel to f32 in [k][kNR] order (converted 16 values at a time
-// and transposed in registers) and run the kMR x kNR register-blocked micro-kernel over all token panels, prefetching
-// the next panel's weights meanwhile. The types detail::matmul_q8_takes go to the int8 kernels instead (q8_0-style
-// activations of 32): AVX-512 VNNI in matmul_q8.cpp (2.5x the f32 GEMM's speed), AMX-INT8 tiles where the
-// CPU and kernel allow (matmul_q8_amx.cpp; KVSLIM_NO_AMX=1 keeps the VNNI kernel), at the AVX2 level the maddubs kernel
-// of matmul_q8_avx2.cpp, on aarch64 with dotprod / i8mm the sdot / smmla kernels of matmul_q8_neon.cpp; all give
-// identical bits. Each output is computed by one thread in a fixed order, so results do not depend on the number of
-// threads.
+// f32/f16/bf16, and every block type at the scalar level, use a blocked f32 GEMM of our own (measured within ~10% of
+// OpenBLAS's sgemm, without its extra packing pass or thread pool): X is packed once into panels of kMR tokens
+// ([k][kMR] floats, shared by all threads); threads take chunks of kNR-row weight panels from a queue and, for each
+// kKC-deep slice of K, convert a panel to f32 in [k][kNR] order (converted 16 values at a time and transposed in
+// registers) and run the kMR x kNR register-blocked micro-kernel over all token panels, prefetching the next panel's
+// weights meanwhile. The types detail::matmul_q8_takes go to the int8 kernels instead (q8_0-style activations of 32):
+// AVX-512 VNNI in matmul_q8.cpp (2.5x the f32 GEMM's speed), AMX-INT8 tiles where the CPU and kernel allow
+// (matmul_q8_amx.cpp; KVSLIM_NO_AMX=1 keeps the VNNI kernel), at the AVX2 level the maddubs kernel of
+// matmul_q8_avx2.cpp (and for q2_K / q3_K / q6_K at every x86 level), on aarch64 the kernels of matmul_q8_neon.cpp
+// (sdot / smmla at dotprod / i8mm); all give identical bits. Each output is computed by one thread in a fixed order, so
+// results do not depend on the number of threads.
 #include <algorithm>
 #include <cstring>
 

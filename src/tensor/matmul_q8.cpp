@@ -3,16 +3,16 @@
 // and the AMX-INT8 kernel of matmul_q8_amx.cpp (same int8 values from the shared helpers below, same bits out). At the
 // AVX2 level (no VNNI) matmul_q8 runs the maddubs kernel of matmul_q8_avx2.cpp instead, on the same helpers' values,
 // again with the same bits out; on aarch64 (dotprod, i8mm) the NEON kernels of matmul_q8_neon.cpp, on NEON bodies of
-// the helpers that give the same values. q3_K and q6_K, whose 16-value halves have int8 scales of their own, go
-// to matmul_q8_avx2.cpp at every x86 level (its 512-bit form at the AVX-512 levels, AMX or not); the NEON kernels sum
-// their halves apart.
+// the helpers that give the same values. q2_K, q3_K and q6_K, whose 16-value halves have scales (q2_K: and mins) of
+// their own, go to matmul_q8_avx2.cpp at every x86 level (its 512-bit form at the AVX-512 levels, AMX or not); the NEON
+// kernels sum their halves apart.
 //
 // The other types are unpacked while packing a weight panel into the same int8 form, exactly:
 // q4_0 / q5_0 as q - 8 / q - 16 with scale d; q4_1 / q5_1 as q with scale d plus a per-block
 // min m; q4_K / q5_K per sub-block as q with scale d * sc_j and min -dmin * m_j; iq4_nl, iq4_xs
-// and mxfp4 as their table's int8 level with the block's scale (mxfp4: the halved E8M0 scale); q3_K /
-// q6_K (unpack_int8_halves) as level - 4 / level - 32 with the super-block's d, the int8 scales of the
-// block's halves apart. Mins are
+// and mxfp4 as their table's int8 level with the block's scale (mxfp4: the halved E8M0 scale); q2_K /
+// q3_K / q6_K (unpack_int8_halves) as level / level - 4 / level - 32 with the super-block's scales and the
+// block's halves' own apart (Int8Halves). Mins are
 // applied as min * d_x * sum(x_q) (the activation sum is known from the correction term).
 //
 // X is quantised per token in blocks of 32 (float scale d = amax/127, q = round(x/d)) and
@@ -520,23 +520,7 @@ void micro_kernel(const uint8_t* xp, const uint8_t* wp, int64_t nbk, float* c, i
       }
     }
   }
-  __mmask16 masks[kNRV];
-  for (int v = 0; v < kNRV; ++v) {
-    const int left = nr - 16 * v;
-    masks[v] = left >= 16 ? static_cast<__mmask16>(0xffff)
-                          : (left > 0 ? static_cast<__mmask16>((1u << left) - 1) : static_cast<__mmask16>(0));
-  }
-#pragma GCC unroll 8
-  for (int t = 0; t < kMR; ++t) {
-    if (t >= mt) break;
-    float* ct = c + t * ldc;
-#pragma GCC unroll 4
-    for (int v = 0; v < kNRV; ++v) {
-      __m512 r = facc[t][v];
-      if (!first) r = _mm512_add_ps(r, _mm512_maskz_loadu_ps(masks[v], ct + 16 * v));
-      _mm512_mask_storeu_ps(ct + 16 * v, masks[v], r);
-    }
-  }
+  store_tile_512<kMR, kNRV>(facc, c, ldc, mt, nr, first);
 }
 
 }  // namespace

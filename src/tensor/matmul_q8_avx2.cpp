@@ -275,66 +275,38 @@ inline __m256i pinned(__m256i v) {
 
 // Adds chain kC of a block (quads [q0, q0 + kChain) of every plane) to the block's int32 sums
 // isum; the first chain starts them at the correction. The planes share the activation
-// broadcasts. Functions of their own with constant bounds, so that GCC keeps the chains in
+// broadcasts. A function of its own with constant bounds, so that GCC keeps the chains in
 // registers.
-#if defined(KVSLIM_HAS_AVXVNNI)
-// vpdpbusd adds each quad's four products into int32 without saturating: the sums run in int32
-// from the start (plane 1 apart, weighted by 16 at the end), the same integers as the int16 chains.
+//
+// The AVX2 form: int16 chains of vpmaddubsw, widened once per chain with vpmaddwd. For kSubScales
+// tiles (q2_K, q3_K, q6_K) a chain is one 16-value half: it starts at the half's negated pattern
+// (so it holds the pair sums of q * x) and is widened by the row's scale of that half, which makes
+// isum the block's sum of sub[h] * q * x; the block's d then scales it like any other type's.
+// At the avxvnni level (but for kSubScales tiles, whose halves' scales vpmaddwd applies to int16
+// chains) vpdpbusd adds each quad's four products into int32 without saturating: the sums run in
+// int32 from the start (plane 1 apart, weighted by 16 at the end), the same integers.
 template <class T, int kC>
-[[gnu::always_inline]] inline void add_chain_dpbusd(const uint8_t* wb, const uint8_t* xb, const int32_t* xcorr,
-                                                    __m256i (&isum)[T::kMR][T::kNRV]) {
+[[gnu::always_inline]] inline void add_chain(const uint8_t* wb, const uint8_t* xb, const int32_t* xcorr,
+                                             __m256i (&isum)[T::kMR][T::kNRV]) {
   constexpr int kMR = T::kMR, kNRV = T::kNRV, kNR = T::kNR, kPlanes = T::kPlanes;
   constexpr int q0 = kC * T::kChain;
-  __m256i sums[kPlanes][kMR][kNRV];
-#pragma GCC unroll 8
-  for (int t = 0; t < kMR; ++t) {
-#pragma GCC unroll 4
-    for (int v = 0; v < kNRV; ++v) {
-      sums[0][t][v] = kC == 0 ? _mm256_set1_epi32(xcorr[t]) : isum[t][v];
-      if constexpr (kPlanes == 2) sums[1][t][v] = _mm256_setzero_si256();
-    }
-  }
-#pragma GCC unroll 8
-  for (int qd = q0; qd < q0 + T::kChain; ++qd) {
-    __m256i wv[kPlanes][kNRV];
-#pragma GCC unroll 2
-    for (int p = 0; p < kPlanes; ++p) {
-#pragma GCC unroll 4
-      for (int v = 0; v < kNRV; ++v) {
-        wv[p][v] = _mm256_load_si256(reinterpret_cast<const __m256i*>(wb + ((p * 8 + qd) * kNR + 8 * v) * 4));
-      }
-    }
-    const auto* xq = reinterpret_cast<const int32_t*>(xb + qd * kMR * 4);
+#if defined(KVSLIM_HAS_AVXVNNI)
+  constexpr bool kDpbusd = !T::kSubScales;
+#else
+  constexpr bool kDpbusd = false;
+#endif
+  __m256i sums[kPlanes][kMR][kNRV];   // (kDpbusd) int32 sums
+  __m256i chain[kPlanes][kMR][kNRV];  // (else) int16 pair sums of this chain of quads
+  if constexpr (kDpbusd) {
 #pragma GCC unroll 8
     for (int t = 0; t < kMR; ++t) {
-      const __m256i xv = _mm256_set1_epi32(xq[t]);
-#pragma GCC unroll 2
-      for (int p = 0; p < kPlanes; ++p) {
 #pragma GCC unroll 4
-        for (int v = 0; v < kNRV; ++v) sums[p][t][v] = dpbusd256(sums[p][t][v], wv[p][v], xv);
+      for (int v = 0; v < kNRV; ++v) {
+        sums[0][t][v] = kC == 0 ? _mm256_set1_epi32(xcorr[t]) : isum[t][v];
+        if constexpr (kPlanes == 2) sums[1][t][v] = _mm256_setzero_si256();
       }
     }
   }
-#pragma GCC unroll 8
-  for (int t = 0; t < kMR; ++t) {
-#pragma GCC unroll 4
-    for (int v = 0; v < kNRV; ++v) {
-      isum[t][v] = kPlanes == 2 ? _mm256_add_epi32(sums[0][t][v], _mm256_slli_epi32(sums[1][t][v], 4)) : sums[0][t][v];
-    }
-  }
-}
-#endif
-
-// The int16 chains of vpmaddubsw, widened once per chain with vpmaddwd. For kSubScales tiles
-// (q3_K, q6_K) a chain is one 16-value half: it starts at the half's negated pattern (so it holds the
-// pair sums of q * x) and is widened by the row's scale of that half, which makes isum the block's
-// sum of sub[h] * q * x; the block's d then scales it like any other type's.
-template <class T, int kC>
-[[gnu::always_inline]] inline void add_chain_maddubs(const uint8_t* wb, const uint8_t* xb, const int32_t* xcorr,
-                                                     __m256i (&isum)[T::kMR][T::kNRV]) {
-  constexpr int kMR = T::kMR, kNRV = T::kNRV, kNR = T::kNR, kPlanes = T::kPlanes;
-  constexpr int q0 = kC * T::kChain;
-  __m256i chain[kPlanes][kMR][kNRV];  // int16 pair sums of this chain of quads
 #pragma GCC unroll 8
   for (int qd = q0; qd < q0 + T::kChain; ++qd) {
     __m256i wv[kPlanes][kNRV];
@@ -353,10 +325,16 @@ template <class T, int kC>
       for (int p = 0; p < kPlanes; ++p) {
 #pragma GCC unroll 4
         for (int v = 0; v < kNRV; ++v) {
-          const __m256i prod = _mm256_maddubs_epi16(wv[p][v], xv);
-          __m256i start = prod;
-          if constexpr (T::kSubScales) start = _mm256_add_epi16(prod, _mm256_set1_epi32(xcorr[kC * kMR + t]));
-          chain[p][t][v] = pinned(qd == q0 ? start : _mm256_add_epi16(chain[p][t][v], prod));
+          if constexpr (kDpbusd) {
+#if defined(KVSLIM_HAS_AVXVNNI)
+            sums[p][t][v] = dpbusd256(sums[p][t][v], wv[p][v], xv);
+#endif
+          } else {
+            const __m256i prod = _mm256_maddubs_epi16(wv[p][v], xv);
+            __m256i start = prod;
+            if constexpr (T::kSubScales) start = _mm256_add_epi16(prod, _mm256_set1_epi32(xcorr[kC * kMR + t]));
+            chain[p][t][v] = pinned(qd == q0 ? start : _mm256_add_epi16(chain[p][t][v], prod));
+          }
         }
       }
     }
@@ -368,31 +346,20 @@ template <class T, int kC>
   for (int t = 0; t < kMR; ++t) {
 #pragma GCC unroll 4
     for (int v = 0; v < kNRV; ++v) {
-      if constexpr (T::kSubScales) {
+      if constexpr (kDpbusd) {
+        isum[t][v] =
+            kPlanes == 2 ? _mm256_add_epi32(sums[0][t][v], _mm256_slli_epi32(sums[1][t][v], 4)) : sums[0][t][v];
+      } else if constexpr (T::kSubScales) {
         const __m256i wide =
             _mm256_madd_epi16(chain[0][t][v], _mm256_load_si256(reinterpret_cast<const __m256i*>(subs + 8 * v)));
         isum[t][v] = kC == 0 ? wide : _mm256_add_epi32(isum[t][v], wide);
-        continue;
+      } else {
+        __m256i wide = _mm256_madd_epi16(chain[0][t][v], ones);
+        if constexpr (kPlanes == 2) wide = _mm256_add_epi32(wide, _mm256_madd_epi16(chain[1][t][v], sixteens));
+        isum[t][v] = kC == 0 ? _mm256_add_epi32(_mm256_set1_epi32(xcorr[t]), wide) : _mm256_add_epi32(isum[t][v], wide);
       }
-      __m256i wide = _mm256_madd_epi16(chain[0][t][v], ones);
-      if constexpr (kPlanes == 2) wide = _mm256_add_epi32(wide, _mm256_madd_epi16(chain[1][t][v], sixteens));
-      isum[t][v] = kC == 0 ? _mm256_add_epi32(_mm256_set1_epi32(xcorr[t]), wide) : _mm256_add_epi32(isum[t][v], wide);
     }
   }
-}
-
-// At the avxvnni level vpdpbusd, but for q3_K / q6_K, whose halves' scales vpmaddwd applies to int16
-// chains.
-template <class T, int kC>
-[[gnu::always_inline]] inline void add_chain(const uint8_t* wb, const uint8_t* xb, const int32_t* xcorr,
-                                             __m256i (&isum)[T::kMR][T::kNRV]) {
-#if defined(KVSLIM_HAS_AVXVNNI)
-  if constexpr (!T::kSubScales) {
-    add_chain_dpbusd<T, kC>(wb, xb, xcorr, isum);
-    return;
-  }
-#endif
-  add_chain_maddubs<T, kC>(wb, xb, xcorr, isum);
 }
 
 template <class T>
@@ -551,23 +518,7 @@ void micro_kernel_512(const uint8_t* xp, const uint8_t* wp, int64_t nbk, float* 
       }
     }
   }
-  __mmask16 masks[kV];
-  for (int v = 0; v < kV; ++v) {
-    const int left = nr - 16 * v;
-    masks[v] = left >= 16 ? static_cast<__mmask16>(0xffff)
-                          : (left > 0 ? static_cast<__mmask16>((1u << left) - 1) : static_cast<__mmask16>(0));
-  }
-#pragma GCC unroll 8
-  for (int t = 0; t < kMR; ++t) {
-    if (t >= mt) break;
-    float* ct = c + t * ldc;
-#pragma GCC unroll 4
-    for (int v = 0; v < kV; ++v) {
-      __m512 r = facc[t][v];
-      if (!first) r = _mm512_add_ps(r, _mm512_maskz_loadu_ps(masks[v], ct + 16 * v));
-      _mm512_mask_storeu_ps(ct + 16 * v, masks[v], r);
-    }
-  }
+  store_tile_512<kMR, kV>(facc, c, ldc, mt, nr, first);
 }
 #endif
 

@@ -422,28 +422,15 @@ void gemm(const WeightView& w, const float* x, int64_t n, float* y, ThreadPool& 
 }  // namespace
 
 void matmul_q8_neon(const WeightView& w, const float* x, int64_t n, float* y, ThreadPool& pool) {
-  switch (w.type) {
-    case DType::Q8_0:
-    case DType::Q4_0:
-    case DType::Q4_1:
-    case DType::Q5_0:
-    case DType::Q5_1:
-    case DType::Q4_K:
-    case DType::Q5_K:
-    case DType::IQ4_NL:
-    case DType::IQ4_XS:
-    case DType::MXFP4: break;
-    case DType::Q2_K:
-    case DType::Q3_K:
-    case DType::Q6_K:
-      // 4 x 8 at dotprod too: a second set of int32 sums (the block's, beside a half's) would
-      // not fit 4 x 12 in the 32 registers.
+  if (!matmul_q8_takes(w.type)) fail("matmul_q8: {} weights have no int8 GEMM", dtype_name(w.type));
+  if (int8_has_halves(w.type)) {
+    // 4 x 8 at dotprod too: a second set of int32 sums (the block's, beside a half's) would not
+    // fit 4 x 12 in the 32 registers.
 #if defined(KVSLIM_HAS_NEON_I8MM)
-      return gemm<Tile<4, 8, 8, true>>(w, x, n, y, pool);
+    return gemm<Tile<4, 8, 8, true>>(w, x, n, y, pool);
 #else
-      return gemm<Tile<4, 8, 4, true>>(w, x, n, y, pool);
+    return gemm<Tile<4, 8, 4, true>>(w, x, n, y, pool);
 #endif
-    default: fail("matmul_q8: {} weights have no int8 GEMM", dtype_name(w.type));
   }
 #if defined(KVSLIM_HAS_NEON_I8MM)
   gemm<Tile<4, 8, 8>>(w, x, n, y, pool);
