@@ -25,7 +25,7 @@ ninja -C "$build" -j"${KVSLIM_JOBS:-2}" kvslim_kernel_tests
 # started that way hangs at its first std::thread.
 unset QEMU_LD_PREFIX
 tests=$build/kvslim_kernel_tests
-# The kernels' own tests, at every level (attention.cpp has no NEON code: it runs with the rest).
+# The kernels' own tests (attention and the element-wise ops among them), at every level.
 kernels='IsaKernels.*:*EveryLevel*:Ops*:*/Ops*:*QuantDot*:*Int8Gemm*:Quant*'
 # The forward pass, the KV cache and the presses: everything else in the binary, less the
 # storage accounting of every press (PressInvariants.KvBytesShrinkWithTheBudget: no arithmetic

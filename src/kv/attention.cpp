@@ -224,72 +224,126 @@ void weighted_rows_avx512(const float* p, int64_t p_stride, int n_heads, Row row
 }
 #endif
 
-#if defined(KVSLIM_HAS_AVX2) && !defined(KVSLIM_HAS_AVX512F)
-// AVX2, head_dim a multiple of 8: each row is decoded once into an L1-resident f32 row (exactly
-// the numbers row_f32 gives), then scored against / added into every head of the group with
-// inlined 8-float vector loops. The generic path's per-head calls to dot() and axpy() cost more
-// than the arithmetic at head_dim 64.
+#if (defined(KVSLIM_HAS_AVX2) && !defined(KVSLIM_HAS_AVX512F)) || defined(KVSLIM_HAS_NEON)
+// Row blocks (AVX2 and NEON), head_dim a multiple of the vector width: each row is decoded once
+// into an L1-resident f32 row (exactly the numbers row_f32 gives), then scored against / added
+// into every head of the group with inlined vector loops. The generic path's per-head calls to
+// dot() and axpy() cost more than the arithmetic at head_dim 64.
+#define KVSLIM_ATTENTION_ROW_BLOCKS 1
+
+// The vector operations those loops use, on 8 floats (AVX2) or 4 (NEON).
+struct Lanes {
+#if defined(KVSLIM_HAS_AVX2)
+  using V = __m256;
+  static constexpr int kWidth = 8;
+  static V load(const float* p) { return _mm256_loadu_ps(p); }
+  static void store(float* p, V v) { _mm256_storeu_ps(p, v); }
+  static V set1(float a) { return _mm256_set1_ps(a); }
+  static V mul(V a, V b) { return _mm256_mul_ps(a, b); }
+  static V fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }  // a * b + c
+  static float sum(V v) { return detail::hsum256(v); }
+  // s[r] = scale * (the sum of a[r]'s lanes), r < 8.
+  static void store_sums8(const V* a, float scale, float* s) {
+    // hadd twice leaves, per 128-bit lane, [a0, a1, a2, a3] (u0) and [a4 .. a7] (u1) half-sums.
+    const __m256 u0 = _mm256_hadd_ps(_mm256_hadd_ps(a[0], a[1]), _mm256_hadd_ps(a[2], a[3]));
+    const __m256 u1 = _mm256_hadd_ps(_mm256_hadd_ps(a[4], a[5]), _mm256_hadd_ps(a[6], a[7]));
+    const __m256 sums = _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
+    _mm256_storeu_ps(s, _mm256_mul_ps(sums, _mm256_set1_ps(scale)));
+  }
+  // Elements [i, i + 8) of a stored row as f32.
+  static V load_f16(const uint8_t* row, int i) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * i)));
+  }
+  static V load_bf16(const uint8_t* row, int i) {  // the top half of an f32: widen and shift
+    const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * i)));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
+  }
+  static V load_q8(const int8_t* q, float d) {
+    return _mm256_mul_ps(
+        _mm256_set1_ps(d),
+        _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(q)))));
+  }
+#else
+  using V = float32x4_t;
+  static constexpr int kWidth = 4;
+  static V load(const float* p) { return vld1q_f32(p); }
+  static void store(float* p, V v) { vst1q_f32(p, v); }
+  static V set1(float a) { return vdupq_n_f32(a); }
+  static V mul(V a, V b) { return vmulq_f32(a, b); }
+  static V fma(V a, V b, V c) { return vfmaq_f32(c, a, b); }  // a * b + c
+  static float sum(V v) { return vaddvq_f32(v); }
+  static void store_sums8(const V* a, float scale, float* s) {
+    // Pairwise adds twice: [sum a0, sum a1, sum a2, sum a3], then the same for a4..a7.
+    const V lo = vpaddq_f32(vpaddq_f32(a[0], a[1]), vpaddq_f32(a[2], a[3]));
+    const V hi = vpaddq_f32(vpaddq_f32(a[4], a[5]), vpaddq_f32(a[6], a[7]));
+    vst1q_f32(s, vmulq_n_f32(lo, scale));
+    vst1q_f32(s + 4, vmulq_n_f32(hi, scale));
+  }
+  static V load_f16(const uint8_t* row, int i) {
+    return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(reinterpret_cast<const uint16_t*>(row) + i)));
+  }
+  static V load_bf16(const uint8_t* row, int i) {
+    return vreinterpretq_f32_u32(vshll_n_u16(vld1_u16(reinterpret_cast<const uint16_t*>(row) + i), 16));
+  }
+  static V load_q8(const int8_t* q, float d) {
+    // 4 levels widened to int32 (the low half of a sign-extended 8-byte load).
+    return vmulq_n_f32(vcvtq_f32_s32(vmovl_s16(vget_low_s16(vmovl_s8(vld1_s8(q))))), d);
+  }
+#endif
+};
+using LaneV = Lanes::V;
+constexpr int kLanes = Lanes::kWidth;
+
 template <class Codec>
-inline const float* row_f32_avx2(const uint8_t* row, int hd, float* buffer) {
+inline const float* row_f32_inline(const uint8_t* row, int hd, float* buffer) {
   if constexpr (Codec::type == DType::F32) {
     return reinterpret_cast<const float*>(row);
   } else {
-    for (int i = 0; i < hd; i += 8) {
-      __m256 v;
+    for (int i = 0; i < hd; i += kLanes) {
+      LaneV v;
       if constexpr (Codec::type == DType::F16) {
-        v = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * i)));
+        v = Lanes::load_f16(row, i);
       } else if constexpr (Codec::type == DType::BF16) {
-        const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * i)));
-        v = _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
+        v = Lanes::load_bf16(row, i);
       } else {  // q8_0: d * q, one rounding, as dequantize_row_q8_0
         const BlockQ8_0* block = reinterpret_cast<const BlockQ8_0*>(row) + i / kQ8Block;
-        const __m128i q = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(block->q + i % kQ8Block));
-        v = _mm256_mul_ps(_mm256_set1_ps(fp16_to_fp32(block->scale_f16)), _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)));
+        v = Lanes::load_q8(block->q + i % kQ8Block, fp16_to_fp32(block->scale_f16));
       }
-      _mm256_storeu_ps(buffer + i, v);
+      Lanes::store(buffer + i, v);
     }
     return buffer;
   }
-}
-
-// The eight horizontal sums of a[0..7], in order, as one vector.
-inline __m256 reduce8(const __m256* a) {
-  // hadd twice leaves, per 128-bit lane, [a0, a1, a2, a3] (u0) and [a4 .. a7] (u1) half-sums.
-  const __m256 u0 = _mm256_hadd_ps(_mm256_hadd_ps(a[0], a[1]), _mm256_hadd_ps(a[2], a[3]));
-  const __m256 u1 = _mm256_hadd_ps(_mm256_hadd_ps(a[4], a[5]), _mm256_hadd_ps(a[6], a[7]));
-  return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
 }
 
 // Rows are taken eight at a time (decoded into `buffer`, 8 * hd floats): per head, eight dot
 // products share each load of the query and end in one transposing reduction and one store of
 // eight scores, instead of a horizontal sum per score.
 template <class Codec, class Row>
-void score_rows_avx2(const float* q, int hd, int n_heads, Row row, int64_t rows, float scale, float* s,
-                     int64_t s_stride, float* buffer) {
-  const __m256 vscale = _mm256_set1_ps(scale);
+void score_rows_blocks(const float* q, int hd, int n_heads, Row row, int64_t rows, float scale, float* s,
+                       int64_t s_stride, float* buffer) {
   int64_t j = 0;
   for (; j + 8 <= rows; j += 8) {
     const float* k[8];
-    for (int r = 0; r < 8; ++r) k[r] = row_f32_avx2<Codec>(row(j + r), hd, buffer + r * hd);
+    for (int r = 0; r < 8; ++r) k[r] = row_f32_inline<Codec>(row(j + r), hd, buffer + r * hd);
     for (int g = 0; g < n_heads; ++g) {
       const float* qg = q + int64_t(g) * hd;
-      __m256 acc[8];
-      __m256 qv = _mm256_loadu_ps(qg);
-      for (int r = 0; r < 8; ++r) acc[r] = _mm256_mul_ps(qv, _mm256_loadu_ps(k[r]));
-      for (int i = 8; i < hd; i += 8) {
-        qv = _mm256_loadu_ps(qg + i);
-        for (int r = 0; r < 8; ++r) acc[r] = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k[r] + i), acc[r]);
+      LaneV acc[8];
+      LaneV qv = Lanes::load(qg);
+      for (int r = 0; r < 8; ++r) acc[r] = Lanes::mul(qv, Lanes::load(k[r]));
+      for (int i = kLanes; i < hd; i += kLanes) {
+        qv = Lanes::load(qg + i);
+        for (int r = 0; r < 8; ++r) acc[r] = Lanes::fma(qv, Lanes::load(k[r] + i), acc[r]);
       }
-      _mm256_storeu_ps(s + g * s_stride + j, _mm256_mul_ps(reduce8(acc), vscale));
+      Lanes::store_sums8(acc, scale, s + g * s_stride + j);
     }
   }
   for (; j < rows; ++j) {
-    const float* k = row_f32_avx2<Codec>(row(j), hd, buffer);
+    const float* k = row_f32_inline<Codec>(row(j), hd, buffer);
     for (int g = 0; g < n_heads; ++g) {
       const float* qg = q + int64_t(g) * hd;
-      __m256 acc = _mm256_mul_ps(_mm256_loadu_ps(qg), _mm256_loadu_ps(k));
-      for (int i = 8; i < hd; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(qg + i), _mm256_loadu_ps(k + i), acc);
-      s[g * s_stride + j] = detail::hsum256(acc) * scale;
+      LaneV acc = Lanes::mul(Lanes::load(qg), Lanes::load(k));
+      for (int i = kLanes; i < hd; i += kLanes) acc = Lanes::fma(Lanes::load(qg + i), Lanes::load(k + i), acc);
+      s[g * s_stride + j] = Lanes::sum(acc) * scale;
     }
   }
 }
@@ -298,35 +352,35 @@ void score_rows_avx2(const float* q, int hd, int n_heads, Row row, int64_t rows,
 // the row loop unrolls and the weights stay in registers: with a run-time m (only the last
 // block of a page needs one) they were kept on the stack and read back for every FMA.
 template <int M>
-inline void add_weighted_block_avx2(const float* const* v, int m, const float* pg, int hd, float* og) {
+inline void add_weighted_block(const float* const* v, int m, const float* pg, int hd, float* og) {
   const int rows = M > 0 ? M : m;
-  __m256 pr[8];
+  LaneV pr[8];
 #pragma GCC unroll 8
-  for (int r = 0; r < rows; ++r) pr[r] = _mm256_set1_ps(pg[r]);
-  for (int i = 0; i < hd; i += 8) {
-    __m256 acc = _mm256_loadu_ps(og + i);
+  for (int r = 0; r < rows; ++r) pr[r] = Lanes::set1(pg[r]);
+  for (int i = 0; i < hd; i += kLanes) {
+    LaneV acc = Lanes::load(og + i);
 #pragma GCC unroll 8
-    for (int r = 0; r < rows; ++r) acc = _mm256_fmadd_ps(pr[r], _mm256_loadu_ps(v[r] + i), acc);
-    _mm256_storeu_ps(og + i, acc);
+    for (int r = 0; r < rows; ++r) acc = Lanes::fma(pr[r], Lanes::load(v[r] + i), acc);
+    Lanes::store(og + i, acc);
   }
 }
 
-// Up to eight rows at a time (decoded into `buffer`, 8 * hd floats): each 8-float slice of a
+// Up to eight rows at a time (decoded into `buffer`, 8 * hd floats): each vector slice of a
 // head's output is loaded and stored once per block of rows, not once per row.
 template <class Codec, class Row>
-void weighted_rows_avx2(const float* p, int64_t p_stride, int hd, int n_heads, Row row, int64_t rows, float* out,
-                        float* buffer) {
+void weighted_rows_blocks(const float* p, int64_t p_stride, int hd, int n_heads, Row row, int64_t rows, float* out,
+                          float* buffer) {
   for (int64_t j = 0; j < rows; j += 8) {
     const int m = static_cast<int>(std::min<int64_t>(8, rows - j));
     const float* v[8];
-    for (int r = 0; r < m; ++r) v[r] = row_f32_avx2<Codec>(row(j + r), hd, buffer + r * hd);
+    for (int r = 0; r < m; ++r) v[r] = row_f32_inline<Codec>(row(j + r), hd, buffer + r * hd);
     for (int g = 0; g < n_heads; ++g) {
       const float* pg = p + g * p_stride + j;
       float* og = out + int64_t(g) * hd;
       if (m == 8)
-        add_weighted_block_avx2<8>(v, m, pg, hd, og);
+        add_weighted_block<8>(v, m, pg, hd, og);
       else
-        add_weighted_block_avx2<0>(v, m, pg, hd, og);
+        add_weighted_block<0>(v, m, pg, hd, og);
     }
   }
 }
@@ -344,8 +398,8 @@ void score_rows(const float* q, int hd, int n_heads, Row row, int64_t rows, floa
     case 128: return score_rows_avx512<8, Codec>(q, n_heads, row, rows, scale, s, s_stride);
     default: break;
   }
-#elif defined(KVSLIM_HAS_AVX2)
-  if (hd % 8 == 0) return score_rows_avx2<Codec>(q, hd, n_heads, row, rows, scale, s, s_stride, buffer);
+#elif defined(KVSLIM_ATTENTION_ROW_BLOCKS)
+  if (hd % kLanes == 0) return score_rows_blocks<Codec>(q, hd, n_heads, row, rows, scale, s, s_stride, buffer);
 #endif
   score_rows_generic<Codec>(q, hd, n_heads, row, rows, scale, s, s_stride, buffer);
 }
@@ -361,8 +415,8 @@ void weighted_rows(const float* p, int64_t p_stride, int hd, int n_heads, Row ro
     case 128: return weighted_rows_avx512<8, Codec>(p, p_stride, n_heads, row, rows, out);
     default: break;
   }
-#elif defined(KVSLIM_HAS_AVX2)
-  if (hd % 8 == 0) return weighted_rows_avx2<Codec>(p, p_stride, hd, n_heads, row, rows, out, buffer);
+#elif defined(KVSLIM_ATTENTION_ROW_BLOCKS)
+  if (hd % kLanes == 0) return weighted_rows_blocks<Codec>(p, p_stride, hd, n_heads, row, rows, out, buffer);
 #endif
   weighted_rows_generic<Codec>(p, p_stride, hd, n_heads, row, rows, out, buffer);
 }
@@ -594,8 +648,10 @@ const char* attention_kernel(DType kv_type, int head_dim) {
 #if defined(KVSLIM_HAS_AVX512F)
   if (head_dim == 16 || head_dim == 32 || head_dim == 64 || head_dim == 128) return "avx512 fused rows";
 #endif
-#if defined(KVSLIM_HAS_AVX2) && !defined(KVSLIM_HAS_AVX512F)
-  if (head_dim % 8 == 0) return "avx2 rows decoded once, inlined dot / axpy";
+#if defined(KVSLIM_ATTENTION_ROW_BLOCKS) && defined(KVSLIM_HAS_AVX2)
+  if (head_dim % kLanes == 0) return "avx2 rows decoded once, inlined dot / axpy";
+#elif defined(KVSLIM_ATTENTION_ROW_BLOCKS)
+  if (head_dim % kLanes == 0) return "neon rows decoded once, inlined dot / axpy";
 #endif
   (void)head_dim;
   return "rows decoded to f32, then dot / axpy";

@@ -213,8 +213,11 @@ void pack_w_panel(const WeightView& w, int64_t r0, int64_t b0, int64_t nbk, int 
     auto* scales = reinterpret_cast<float*>(blk + T::kWLevels);
     auto* mins = scales + kNR;                      // (kSubScales: no mins)
     auto* subs = reinterpret_cast<int32_t*>(mins);  // (kSubScales) [half][row]: the half's int8 scale in both int16
-    auto* half_mins = subs + 2 * kNR;               // (kSubScales, kMins) [row]: the halves' mins as int16
-    auto* min_scales = reinterpret_cast<float*>(half_mins + kNR);  // (kSubScales, kMins) [row]: -dmin
+    // Only q2_K's tiles (kSubScales and kMins) have these two; for the others they would point
+    // past the block (past the buffer for its last block), so they are not formed at all.
+    constexpr bool kHalfMins = T::kSubScales && T::kMins;
+    int32_t* half_mins = kHalfMins ? subs + 2 * kNR : nullptr;  // [row]: the halves' mins as int16
+    float* min_scales = kHalfMins ? reinterpret_cast<float*>(subs + 3 * kNR) : nullptr;  // [row]: -dmin
     for (int v = 0; v < T::kNRV; ++v) {
       __m256i u[8];
       for (int j = 0; j < 8; ++j) {
@@ -223,7 +226,7 @@ void pack_w_panel(const WeightView& w, int64_t r0, int64_t b0, int64_t nbk, int 
           scales[row] = 0.0f;
           mins[row] = 0.0f;
           if constexpr (T::kSubScales) subs[kNR + row] = 0;
-          if constexpr (T::kSubScales && T::kMins) {
+          if constexpr (kHalfMins) {
             half_mins[row] = 0;
             min_scales[row] = 0.0f;
           }

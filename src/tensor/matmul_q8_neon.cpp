@@ -113,10 +113,11 @@ void pack_w_panel(const WeightView& w, int64_t r0, int64_t b0, int64_t nbk, uint
   for (int64_t b = 0; b < nbk; ++b) {
     uint8_t* blk = dst + b * T::kWBlockBytes;
     auto* scales = reinterpret_cast<float*>(blk + T::kWLevels);
-    auto* mins = scales + kNR;                                         // (SubScales: no mins)
-    auto* subs = reinterpret_cast<int32_t*>(mins);                     // (SubScales) [half][row]
-    auto* half_mins = subs + 2 * kNR;                                  // (SubScales) [half][row]
-    auto* min_scales = reinterpret_cast<float*>(half_mins + 2 * kNR);  // (SubScales) [row]: -dmin
+    auto* mins = scales + kNR;                      // (SubScales: no mins)
+    auto* subs = reinterpret_cast<int32_t*>(mins);  // (SubScales) [half][row]
+    // Past the block (past the buffer for its last block) without sub-scales: not formed then.
+    int32_t* half_mins = T::kSubScales ? subs + 2 * kNR : nullptr;                           // [half][row]
+    float* min_scales = T::kSubScales ? reinterpret_cast<float*>(subs + 4 * kNR) : nullptr;  // [row]: -dmin
     for (int j = 0; j < kNR; ++j) {
       alignas(16) int8_t q[kQ8Block];
       if (j < nr && T::kSubScales) {

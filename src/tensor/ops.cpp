@@ -64,7 +64,34 @@ inline __m256 exp256(__m256 x) {
   const __m256 res = _mm256_mul_ps(_mm256_mul_ps(p, f1), f2);
   return _mm256_blendv_ps(_mm256_andnot_ps(underflow, res), _mm256_set1_ps(INFINITY), overflow);
 }
+#endif
 
+#if defined(KVSLIM_HAS_NEON)
+// exp256's steps on 4 floats (round to nearest even, fused multiply-adds, the same constants), so
+// the NEON levels give exp256's bits: about 1 ulp, below FLT_MIN 0, above FLT_MAX inf.
+inline float32x4_t exp128(float32x4_t x) {
+  const uint32x4_t underflow = vcltq_f32(x, vdupq_n_f32(-87.33654f));
+  const uint32x4_t overflow = vcgtq_f32(x, vdupq_n_f32(88.72283f));
+  x = vmaxq_f32(vdupq_n_f32(-87.33654f), x);  // NaN passes through (FMAX returns it)
+  x = vminq_f32(vdupq_n_f32(88.72283f), x);
+  const float32x4_t n = vrndnq_f32(vmulq_n_f32(x, 1.44269504088896341f));
+  float32x4_t r = vfmsq_f32(x, n, vdupq_n_f32(0.693359375f));  // x - n * c, one rounding
+  r = vfmsq_f32(r, n, vdupq_n_f32(-2.12194440e-4f));
+  float32x4_t p = vdupq_n_f32(1.9875691500e-4f);
+  p = vfmaq_f32(vdupq_n_f32(1.3981999507e-3f), p, r);
+  p = vfmaq_f32(vdupq_n_f32(8.3334519073e-3f), p, r);
+  p = vfmaq_f32(vdupq_n_f32(4.1665795894e-2f), p, r);
+  p = vfmaq_f32(vdupq_n_f32(1.6666665459e-1f), p, r);
+  p = vfmaq_f32(vdupq_n_f32(5.0000001201e-1f), p, r);
+  p = vfmaq_f32(vaddq_f32(r, vdupq_n_f32(1.0f)), p, vmulq_f32(r, r));
+  // 2^n as two normal factors, as exp256.
+  const int32x4_t ni = vcvtq_s32_f32(n);
+  const int32x4_t h = vshrq_n_s32(ni, 1);
+  const float32x4_t f1 = vreinterpretq_f32_s32(vshlq_n_s32(vaddq_s32(h, vdupq_n_s32(127)), 23));
+  const float32x4_t f2 = vreinterpretq_f32_s32(vshlq_n_s32(vaddq_s32(vsubq_s32(ni, h), vdupq_n_s32(127)), 23));
+  const float32x4_t res = vmulq_f32(vmulq_f32(p, f1), f2);
+  return vbslq_f32(overflow, vdupq_n_f32(INFINITY), vbslq_f32(underflow, vdupq_n_f32(0.0f), res));
+}
 #endif
 
 }  // namespace
@@ -114,6 +141,8 @@ void rmsnorm(const float* x, const float* weight, float* y, int64_t n, float eps
   for (; i + 8 <= n; i += 8) {
     _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(x + i), vs), _mm256_loadu_ps(weight + i)));
   }
+#elif defined(KVSLIM_HAS_NEON)
+  for (; i + 4 <= n; i += 4) vst1q_f32(y + i, vmulq_f32(vmulq_n_f32(vld1q_f32(x + i), scale), vld1q_f32(weight + i)));
 #endif
   for (; i < n; ++i) y[i] = x[i] * scale * weight[i];
 }
@@ -132,6 +161,13 @@ void softmax_inplace(float* x, int64_t n, float sink) {
   __m256 vm = _mm256_set1_ps(mx);
   for (; i + 8 <= n; i += 8) vm = _mm256_max_ps(vm, _mm256_loadu_ps(x + i));
   mx = detail::hmax256(vm);
+#elif defined(KVSLIM_HAS_NEON)
+  float32x4_t vm0 = vdupq_n_f32(mx), vm1 = vm0;  // two chains: a max waits on the one before
+  for (; i + 8 <= n; i += 8) {
+    vm0 = vmaxq_f32(vm0, vld1q_f32(x + i));
+    vm1 = vmaxq_f32(vm1, vld1q_f32(x + i + 4));
+  }
+  mx = vmaxvq_f32(vmaxq_f32(vm0, vm1));
 #endif
   for (; i < n; ++i) mx = std::max(mx, x[i]);
   if (mx == -std::numeric_limits<float>::infinity()) {
@@ -171,6 +207,17 @@ void softmax_inplace(float* x, int64_t n, float sink) {
     }
     sum = detail::hsum256(vsum);
   }
+#elif defined(KVSLIM_HAS_NEON)
+  {
+    const float32x4_t vmax = vdupq_n_f32(mx);
+    float32x4_t vsum = vdupq_n_f32(0.0f);
+    for (; i + 4 <= n; i += 4) {
+      const float32x4_t e = exp128(vsubq_f32(vld1q_f32(x + i), vmax));
+      vst1q_f32(x + i, e);
+      vsum = vaddq_f32(vsum, e);
+    }
+    sum = vaddvq_f32(vsum);
+  }
 #endif
   for (; i < n; ++i) {
     x[i] = std::exp(x[i] - mx);
@@ -185,6 +232,8 @@ void softmax_inplace(float* x, int64_t n, float sink) {
 #elif defined(KVSLIM_HAS_AVX2)
   const __m256 vinv = _mm256_set1_ps(inv);
   for (; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), vinv));
+#elif defined(KVSLIM_HAS_NEON)
+  for (; i + 4 <= n; i += 4) vst1q_f32(x + i, vmulq_n_f32(vld1q_f32(x + i), inv));
 #endif
   for (; i < n; ++i) x[i] *= inv;
 }
@@ -208,6 +257,12 @@ void swiglu(const float* gate, const float* up, float* out, int64_t n) {
     const __m256 e = exp256(_mm256_sub_ps(_mm256_setzero_ps(), g));
     _mm256_storeu_ps(out + i, _mm256_mul_ps(_mm256_div_ps(g, _mm256_add_ps(one, e)), _mm256_loadu_ps(up + i)));
   }
+#elif defined(KVSLIM_HAS_NEON)
+  for (; i + 4 <= n; i += 4) {
+    const float32x4_t g = vld1q_f32(gate + i);
+    const float32x4_t e = exp128(vnegq_f32(g));
+    vst1q_f32(out + i, vmulq_f32(vdivq_f32(g, vaddq_f32(vdupq_n_f32(1.0f), e)), vld1q_f32(up + i)));
+  }
 #endif
   for (; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
 }
@@ -218,6 +273,8 @@ void add_inplace(float* y, const float* x, int64_t n) {
   for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, _mm512_add_ps(_mm512_loadu_ps(y + i), _mm512_loadu_ps(x + i)));
 #elif defined(KVSLIM_HAS_AVX)
   for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_add_ps(_mm256_loadu_ps(y + i), _mm256_loadu_ps(x + i)));
+#elif defined(KVSLIM_HAS_NEON)
+  for (; i + 4 <= n; i += 4) vst1q_f32(y + i, vaddq_f32(vld1q_f32(y + i), vld1q_f32(x + i)));
 #endif
   for (; i < n; ++i) y[i] += x[i];
 }
@@ -232,6 +289,8 @@ void axpy(float a, const float* x, float* y, int64_t n) {
   const __m256 va = _mm256_set1_ps(a);
   for (; i + 8 <= n; i += 8)
     _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+#elif defined(KVSLIM_HAS_NEON)
+  for (; i + 4 <= n; i += 4) vst1q_f32(y + i, vfmaq_n_f32(vld1q_f32(y + i), vld1q_f32(x + i), a));
 #endif
   for (; i < n; ++i) y[i] += a * x[i];
 }
