@@ -6,6 +6,7 @@
 // for bit.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -255,6 +256,34 @@ TEST(EveryLevel, ElementwiseKernelsAgreeWithScalar) {
     EXPECT_NEAR(got.dot, want.dot, 1e-5 * n) << "dot" << at;
     expect_close(got.rope, want.rope, std::vector<float>(got.rope.size(), 4.0f), 1e-5, "rope" + at);
     EXPECT_EQ(got.above, want.above) << "indices_at_least" << at;
+  }
+}
+
+// Quest's page bounds at every level (the scalar level too) against the formula written out:
+// sum over channels of max(q * lo, q * hi), bit for bit, including zero and negative query
+// channels, equal lo and hi (one-token pages) and page counts off every vector width.
+TEST(EveryLevel, MinmaxLogitBoundsMatchTheMaxFormBitForBit) {
+  const int channels = 64;
+  for (int64_t n : {1, 7, 203}) {
+    const int64_t stride = n + 5;
+    auto lo = normal_vec(size_t(channels * stride), 81), hi = normal_vec(size_t(channels * stride), 82);
+    for (size_t i = 0; i < lo.size(); ++i) {
+      if (lo[i] > hi[i]) std::swap(lo[i], hi[i]);
+      if (i % 11 == 0) hi[i] = lo[i];
+    }
+    auto q = normal_vec(size_t(channels), 83);
+    q[3] = 0.0f;
+    q[4] = -0.0f;
+    std::vector<float> want(size_t(n), 0.0f);
+    for (int c = 0; c < channels; ++c) {
+      for (int64_t p = 0; p < n; ++p) want[p] += std::max(q[c] * lo[c * stride + p], q[c] * hi[c * stride + p]);
+    }
+    for (Isa isa : supported_isas()) {
+      ScopedIsa level(isa);
+      std::vector<float> got(size_t(n), -1.0f);
+      minmax_logit_bounds(lo.data(), hi.data(), stride, channels, q.data(), n, got.data());
+      EXPECT_EQ(std::memcmp(got.data(), want.data(), size_t(n) * 4), 0) << n << " pages at " << isa_name(isa);
+    }
   }
 }
 

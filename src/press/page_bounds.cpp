@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "tensor/ops.h"
+
 namespace kvslim {
 
 void PageBounds::reset(int page_tokens, int head_dim) {
@@ -63,13 +65,7 @@ void PageBounds::append(const float* key) {
 void page_logit_bounds(const PageBounds& b, const float* q, float* bounds) {
   const int64_t n = b.n_pages();
   if (n == 0) return;
-  std::fill(bounds, bounds + n, 0.0f);
-  for (int c = 0; c < b.head_dim(); ++c) {  // channel by channel: every page's sum in channel order
-    const float qc = q[c];
-    const float* lo = b.min_channel(c);
-    const float* hi = b.max_channel(c);
-    for (int64_t p = 0; p < n; ++p) bounds[p] += std::max(qc * lo[p], qc * hi[p]);
-  }
+  minmax_logit_bounds(b.min_channel(0), b.max_channel(0), b.channel_stride(), b.head_dim(), q, n, bounds);
 }
 
 }  // namespace kvslim

@@ -50,6 +50,8 @@ class PageBounds {
   // Channel c of every page: n_pages() values.
   const float* min_channel(int c) const { return &min_[size_t(c) * capacity_]; }
   const float* max_channel(int c) const { return &max_[size_t(c) * capacity_]; }
+  // Floats from one channel's array to the next's.
+  int64_t channel_stride() const { return capacity_; }
 
  private:
   void grow();

@@ -74,6 +74,11 @@ int64_t indices_at_least(const float* values, int64_t n, float threshold, int32_
   KVSLIM_ISA_DISPATCH(indices_at_least(values, n, threshold, out));
 }
 
+void minmax_logit_bounds(const float* lo, const float* hi, int64_t stride, int channels, const float* q, int64_t n,
+                         float* out) {
+  KVSLIM_ISA_DISPATCH(minmax_logit_bounds(lo, hi, stride, channels, q, n, out));
+}
+
 void convert_from_f32(const float* src, DType type, void* dst, int64_t n) {
   KVSLIM_ISA_DISPATCH(convert_from_f32(src, type, dst, n));
 }

@@ -421,4 +421,32 @@ int64_t indices_at_least(const float* values, int64_t n, float threshold, int32_
   return m;
 }
 
+// fp-contract=off: a fused out + q * x would round once where the other levels (and the scalar
+// tail) round twice, and the bounds rank pages, so every level must give the same bits.
+__attribute__((optimize("fp-contract=off"))) void minmax_logit_bounds(const float* lo, const float* hi, int64_t stride,
+                                                                      int channels, const float* q, int64_t n,
+                                                                      float* out) {
+  std::fill(out, out + n, 0.0f);
+  for (int c = 0; c < channels; ++c) {
+    const float qc = q[c];
+    // max(qc * lo, qc * hi) is qc * hi for qc >= 0 and qc * lo otherwise: lo <= hi, and a product
+    // with a fixed qc rounds monotonically (equal products are equal floats; a zero product adds
+    // nothing to a sum that started at +0). So one of the two arrays is read, and no max taken.
+    const float* x = (qc >= 0.0f ? hi : lo) + c * stride;
+    int64_t p = 0;
+#if defined(KVSLIM_HAS_AVX512F)
+    const __m512 vq = _mm512_set1_ps(qc);
+    for (; p + 16 <= n; p += 16)
+      _mm512_storeu_ps(out + p, _mm512_add_ps(_mm512_loadu_ps(out + p), _mm512_mul_ps(vq, _mm512_loadu_ps(x + p))));
+#elif defined(KVSLIM_HAS_AVX)
+    const __m256 vq = _mm256_set1_ps(qc);
+    for (; p + 8 <= n; p += 8)
+      _mm256_storeu_ps(out + p, _mm256_add_ps(_mm256_loadu_ps(out + p), _mm256_mul_ps(vq, _mm256_loadu_ps(x + p))));
+#elif defined(KVSLIM_HAS_NEON)
+    for (; p + 4 <= n; p += 4) vst1q_f32(out + p, vaddq_f32(vld1q_f32(out + p), vmulq_n_f32(vld1q_f32(x + p), qc)));
+#endif
+    for (; p < n; ++p) out[p] += qc * x[p];
+  }
+}
+
 }  // namespace kvslim::KVSLIM_ISA_NS

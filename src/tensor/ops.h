@@ -75,6 +75,12 @@ float dot(const float* a, const float* b, int64_t n);
 // `out` must have room for that count plus 16 (the AVX-512 path stores 16 at a time).
 int64_t indices_at_least(const float* values, int64_t n, float threshold, int32_t* out);
 
+// Quest's page bounds: out[p] = sum over c < channels, in channel order from 0, of
+// max(q[c] * lo[c * stride + p], q[c] * hi[c * stride + p]), p < n (lo <= hi elementwise). The same
+// bits at every level and on both architectures (products and sums rounded apart, never fused).
+void minmax_logit_bounds(const float* lo, const float* hi, int64_t stride, int channels, const float* q, int64_t n,
+                         float* out);
+
 // Rotary position embedding of `n_heads` consecutive vectors of `head_dim` floats at position
 // `pos`. Only the first `n_rot` dims of each head rotate. Pairing: adjacent (x[2i], x[2i+1]) for
 // llama/smollm3 (neox = false); split halves (x[i], x[i + n_rot/2]) for qwen2/qwen3/phi3/gemma3 (neox =
