@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "kv/attention.h"
 #include "tensor/dtype.h"
 #include "tensor/isa.h"
 #include "tensor/ops.h"
@@ -206,6 +207,12 @@ TEST(IsaKernels, KernelNamesNameTheVectorPaths) {
       const std::string prefill = matmul_kernel(t);
       const bool int8 = prefill.find("int8 gemm") != std::string::npos;
       EXPECT_TRUE(int8 || isa == Isa::Neon) << dtype_name(t) << " at " << isa_name(isa) << ": " << prefill;
+    }
+    // Decode attention runs the level's vector loops, not per-head calls of dot() and axpy().
+    for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0}) {
+      const std::string attention = attention_kernel(t, 64);
+      EXPECT_EQ(attention.find("then dot / axpy"), std::string::npos)
+          << dtype_name(t) << " at " << isa_name(isa) << ": " << attention;
     }
   }
 }
