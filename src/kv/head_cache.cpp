@@ -7,14 +7,6 @@
 
 namespace kvslim {
 
-const uint8_t* HeadCache::key_data(int64_t i) const {
-  return pages_[size_t(i / page_tokens_)]->keys + size_t(i % page_tokens_) * key_bytes_;
-}
-
-const uint8_t* HeadCache::value_data(int64_t i) const {
-  return pages_[size_t(i / page_tokens_)]->values + size_t(i % page_tokens_) * value_bytes_;
-}
-
 const float* HeadCache::key_f32(int64_t i, float* buffer) const {
   if (key_type_ == DType::F32) return reinterpret_cast<const float*>(key_data(i));
   convert_to_f32(key_type_, key_data(i), buffer, head_dim_);
