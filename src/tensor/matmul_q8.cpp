@@ -78,7 +78,7 @@ KSubBlock k_sub_block(DType type, const uint8_t* row, int64_t b) {
   return k;
 }
 
-// The scales of 32-value block j of a q2_K / q3_K super-block (portable: both bodies of
+// The scales of 32-value block j of a q2_K / q3_K / q6_K super-block (portable: both bodies of
 // unpack_int8_halves differ only in how they extract the levels).
 void q2k_halves(const BlockQ2_K& blk, int j, Int8Halves& s) {
   s.d = fp16_to_fp32(blk.d);
@@ -91,6 +91,10 @@ void q2k_halves(const BlockQ2_K& blk, int j, Int8Halves& s) {
 void q3k_halves(const BlockQ3_K& blk, int j, Int8Halves& s) {
   s.d = fp16_to_fp32(blk.d);
   for (int h = 0; h < 2; ++h) s.sub[h] = static_cast<int8_t>(q3k_scale(blk.scales, 2 * j + h) - 32);
+}
+void q6k_halves(const BlockQ6_K& blk, int j, Int8Halves& s) {
+  s.d = fp16_to_fp32(blk.d);
+  for (int h = 0; h < 2; ++h) s.sub[h] = blk.scales[2 * j + h];
 }
 
 // The types whose nibbles index a 16-entry int8 level table: iq4_nl, iq4_xs and mxfp4.
@@ -243,9 +247,7 @@ void unpack_int8_halves(DType type, const uint8_t* row, int64_t b, int8_t* q, In
   const __m256i hi = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * quarter)), _mm256_set1_epi8(3));
   const __m256i level = _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4));
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(q), _mm256_sub_epi8(level, _mm256_set1_epi8(32)));
-  s.d = fp16_to_fp32(blk.d);
-  s.sub[0] = blk.scales[2 * j];
-  s.sub[1] = blk.scales[2 * j + 1];
+  q6k_halves(blk, j, s);
 }
 
 #if defined(KVSLIM_Q8_GEMM)
@@ -379,9 +381,7 @@ void unpack_int8_halves(DType type, const uint8_t* row, int64_t b, int8_t* q, In
     const uint8x16_t level = vorrq_u8(lo, vshlq_n_u8(hi, 4));
     vst1q_s8(q + i, vsubq_s8(vreinterpretq_s8_u8(level), vdupq_n_s8(32)));
   }
-  s.d = fp16_to_fp32(blk.d);
-  s.sub[0] = blk.scales[2 * j];
-  s.sub[1] = blk.scales[2 * j + 1];
+  q6k_halves(blk, j, s);
 }
 
 // The x86 steps (max |x|, d = amax / 127, q = round-to-nearest-even(x * (127 / amax)), the
