@@ -31,7 +31,8 @@ bool is_k(DType t) { return dtype_block_size(t) == 256; }
 std::vector<QuantKernel> paths_at(Isa isa) {
   switch (isa) {
     case Isa::Scalar: return {QuantKernel::Scalar};
-    case Isa::Avx2: return {QuantKernel::Avx2, QuantKernel::Scalar};
+    case Isa::Avx2:
+    case Isa::Avx512F: return {QuantKernel::Avx2, QuantKernel::Scalar};
     case Isa::AvxVnni:
     case Isa::Avx512:
     case Isa::Avx512Bf16: return {QuantKernel::Vnni, QuantKernel::Avx2, QuantKernel::Scalar};

@@ -18,6 +18,9 @@ namespace isa_avxvnni {
 namespace isa_avxvnni_check {  // the tests' copy of avxvnni, vpdpbusd emulated (isa_begin.h)
 #include "kv/attention_isa.inc"
 }
+namespace isa_avx512f {
+#include "kv/attention_isa.inc"
+}
 namespace isa_avx512 {
 #include "kv/attention_isa.inc"
 }

@@ -20,11 +20,11 @@ std::atomic<int> g_active_isa{-1};
 
 namespace {
 
-constexpr Isa kAllIsas[] = {Isa::Scalar,     Isa::Avx2, Isa::AvxVnni, Isa::Avx512,
+constexpr Isa kAllIsas[] = {Isa::Scalar,     Isa::Avx2, Isa::AvxVnni, Isa::Avx512F, Isa::Avx512,
                             Isa::Avx512Bf16, Isa::Neon, Isa::NeonDot, Isa::NeonI8mm};
 
 #if defined(__x86_64__)
-constexpr Isa kCompiled[] = {Isa::Scalar, Isa::Avx2, Isa::AvxVnni, Isa::Avx512, Isa::Avx512Bf16};
+constexpr Isa kCompiled[] = {Isa::Scalar, Isa::Avx2, Isa::AvxVnni, Isa::Avx512F, Isa::Avx512, Isa::Avx512Bf16};
 #elif defined(__aarch64__)
 constexpr Isa kCompiled[] = {Isa::Scalar, Isa::Neon, Isa::NeonDot, Isa::NeonI8mm};
 #else
@@ -107,6 +107,7 @@ const char* isa_name(Isa isa) {
     case Isa::Scalar: return "scalar";
     case Isa::Avx2: return "avx2";
     case Isa::AvxVnni: return "avxvnni";
+    case Isa::Avx512F: return "avx512f";
     case Isa::Avx512: return "avx512";
     case Isa::Avx512Bf16: return "avx512bf16";
     case Isa::Neon: return "neon";
@@ -133,7 +134,8 @@ bool cpu_supports(Isa isa) {
     case Isa::Scalar: return true;
     case Isa::Avx2: return f.avx2 && f.fma && f.f16c;
     case Isa::AvxVnni: return cpu_supports(Isa::Avx2) && f.avxvnni;
-    case Isa::Avx512: return cpu_supports(Isa::Avx2) && f.avx512 && f.avx512vnni;
+    case Isa::Avx512F: return cpu_supports(Isa::Avx2) && f.avx512;
+    case Isa::Avx512: return cpu_supports(Isa::Avx512F) && f.avx512vnni;
     case Isa::Avx512Bf16: return cpu_supports(Isa::Avx512) && f.avx512bf16 && f.avx512vbmi;
     case Isa::Neon: return f.neon && f.fp16;
     case Isa::NeonDot: return cpu_supports(Isa::Neon) && f.dotprod;

@@ -18,14 +18,16 @@
 namespace kvslim {
 
 // Lowest first. A level includes every level before it of the same architecture, except that
-// Avx512 does not need AvxVnni (Ice Lake and Zen 4 have AVX-512 VNNI but not the VEX-encoded
-// AVX-VNNI).
+// the AVX-512 levels do not need AvxVnni (Skylake-X, Ice Lake and Zen 4 have AVX-512 but not the
+// VEX-encoded AVX-VNNI).
 enum class Isa {
   Scalar,      // the architecture's baseline: portable C++ (auto-vectorised with SSE2 / NEON)
   Avx2,        // x86: AVX2 + FMA + F16C (Haswell, Zen 1 and later)
   AvxVnni,     // x86: Avx2 + AVX-VNNI, vpdpbusd on 256-bit registers (Alder Lake and later client
                // CPUs, Sierra Forest, Zen 5)
-  Avx512,      // x86: AVX-512 F/BW/VL/DQ + VNNI (Cascade Lake, Ice Lake, Zen 4 and later)
+  Avx512F,     // x86: Avx2 + AVX-512 F/BW/VL/DQ without VNNI (Skylake-SP/X): 512-bit float
+               // kernels, the int8 kernels of Avx2
+  Avx512,      // x86: Avx512F + VNNI (Cascade Lake, Ice Lake, Zen 4 and later)
   Avx512Bf16,  // x86: Avx512 + BF16 + VBMI (Sapphire Rapids, Zen 4 and later); AMX-INT8 when usable
   Neon,        // aarch64: NEON with fp16 conversions (every aarch64 CPU)
   NeonDot,     // aarch64: + the int8 dot product (ARMv8.2 dotprod: Apple M1, Graviton 2, Pi 5)

@@ -56,14 +56,22 @@
 #define KVSLIM_HAS_F16C 1
 #define KVSLIM_HAS_AVXVNNI 1
 
-#elif defined(KVSLIM_ISA_BUILD_AVX512) || defined(KVSLIM_ISA_BUILD_AVX512BF16)
-#if defined(KVSLIM_ISA_BUILD_AVX512)
+#elif defined(KVSLIM_ISA_BUILD_AVX512F) || defined(KVSLIM_ISA_BUILD_AVX512) || defined(KVSLIM_ISA_BUILD_AVX512BF16)
+// avx512f is Skylake-SP/X's AVX-512 (F/BW/VL/DQ, no VNNI): 512-bit float kernels, and the int8
+// kernels of the avx2 level (vpmaddubsw, 512-bit where they have that form), since vpdpbusd is
+// missing. avx512 adds VNNI, avx512bf16 BF16 and VBMI.
+#if defined(KVSLIM_ISA_BUILD_AVX512F)
+#define KVSLIM_ISA_NS isa_avx512f
+#pragma GCC target("avx2,fma,f16c,bmi,bmi2,lzcnt,popcnt,avx512f,avx512bw,avx512vl,avx512dq,avx512cd")
+#elif defined(KVSLIM_ISA_BUILD_AVX512)
 #define KVSLIM_ISA_NS isa_avx512
 #pragma GCC target("avx2,fma,f16c,bmi,bmi2,lzcnt,popcnt,avx512f,avx512bw,avx512vl,avx512dq,avx512cd,avx512vnni")
+#define KVSLIM_HAS_AVX512VNNI 1
 #else
 #define KVSLIM_ISA_NS isa_avx512bf16
 #pragma GCC target( \
     "avx2,fma,f16c,bmi,bmi2,lzcnt,popcnt,avx512f,avx512bw,avx512vl,avx512dq,avx512cd,avx512vnni,avx512bf16,avx512vbmi")
+#define KVSLIM_HAS_AVX512VNNI 1
 #define KVSLIM_HAS_AVX512BF16 1
 #define KVSLIM_HAS_AVX512VBMI 1
 #endif
@@ -75,7 +83,6 @@
 #define KVSLIM_HAS_AVX512BW 1
 #define KVSLIM_HAS_AVX512VL 1
 #define KVSLIM_HAS_AVX512DQ 1
-#define KVSLIM_HAS_AVX512VNNI 1
 
 #elif defined(KVSLIM_ISA_BUILD_NEON)
 #define KVSLIM_ISA_NS isa_neon

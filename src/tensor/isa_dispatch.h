@@ -20,6 +20,7 @@ inline Isa dispatch_isa() {
   switch (::kvslim::detail::dispatch_isa()) {                    \
     case ::kvslim::Isa::Avx512Bf16: return isa_avx512bf16::call; \
     case ::kvslim::Isa::Avx512: return isa_avx512::call;         \
+    case ::kvslim::Isa::Avx512F: return isa_avx512f::call;       \
     case ::kvslim::Isa::AvxVnni: return isa_avxvnni::call;       \
     case ::kvslim::Isa::Avx2: return isa_avx2::call;             \
     default: return isa_scalar::call;                            \

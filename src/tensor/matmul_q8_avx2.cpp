@@ -548,13 +548,18 @@ void gemm(const WeightView& w, const float* x, int64_t n, float* y, ThreadPool& 
 }  // namespace
 
 void matmul_q8_avx2(const WeightView& w, const float* x, int64_t n, float* y, ThreadPool& pool) {
-#if defined(KVSLIM_HAS_AVX512VNNI)
-  // The AVX-512 levels' VNNI and AMX kernels take the other types.
-  if (!int8_has_halves(w.type)) fail("matmul_q8: {} weights go to the AVX-512 int8 kernels", dtype_name(w.type));
-  if (int8_has_mins(w.type)) {
-    return gemm<Tile<4, 4, 1, 4, true, true>>(w, x, n, y, pool, micro_kernel_512<Tile<4, 4, 1, 4, true, true>>);
+#if defined(KVSLIM_HAS_AVX512BW)
+  // The AVX-512 levels: the halves types on 16 rows per register.
+  if (int8_has_halves(w.type)) {
+    if (int8_has_mins(w.type)) {
+      return gemm<Tile<4, 4, 1, 4, true, true>>(w, x, n, y, pool, micro_kernel_512<Tile<4, 4, 1, 4, true, true>>);
+    }
+    return gemm<Tile<4, 4, 1, 4, false, true>>(w, x, n, y, pool, micro_kernel_512<Tile<4, 4, 1, 4, false, true>>);
   }
-  return gemm<Tile<4, 4, 1, 4, false, true>>(w, x, n, y, pool, micro_kernel_512<Tile<4, 4, 1, 4, false, true>>);
+#endif
+#if defined(KVSLIM_HAS_AVX512VNNI)
+  // The VNNI and AMX kernels take the other types.
+  fail("matmul_q8: {} weights go to the AVX-512 int8 kernels", dtype_name(w.type));
 #else
   // Tiles (tokens, 8-row vectors) as measured fastest per scheme, all within 16 ymm registers.
   switch (w.type) {

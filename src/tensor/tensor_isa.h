@@ -27,6 +27,9 @@ namespace isa_avxvnni {
 namespace isa_avxvnni_check {  // the tests' copy of avxvnni, vpdpbusd emulated (isa_begin.h)
 #include "tensor/tensor_isa.inc"
 }
+namespace isa_avx512f {
+#include "tensor/tensor_isa.inc"
+}
 namespace isa_avx512 {
 #include "tensor/tensor_isa.inc"
 }
