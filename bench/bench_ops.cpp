@@ -158,7 +158,9 @@ const bool registered = [] {
     }
   }
   const std::pair<int64_t, int64_t> mm_shapes[] = {{2048, 2048}, {8192, 2048}, {2048, 8192}};
-  for (DType t : types) {
+  // Prefill also for the int8 GEMM's main schemes: q4_0 (one plane), q4_K (mins), q6_K (halves).
+  const DType mm_types[] = {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q6_K};
+  for (DType t : mm_types) {
     for (auto [rows, cols] : mm_shapes) {
       for (int threads : {1, 2}) {
         const std::string name = std::string("matmul/") + kvslim::dtype_name(t) + "/" + std::to_string(rows) + "x" +

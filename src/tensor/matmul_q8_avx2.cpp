@@ -40,9 +40,9 @@
 // sum_h sub_h * sum(q * x), exact (below 2^24, so its float is too), then scaled by d * d_x like
 // any block. This runs at every x86 level, vpmaddubsw at avxvnni too (vpdpbusd's int32 sums could
 // not be weighted per half without a 32-bit multiply), and on 512-bit registers at the AVX-512
-// levels (micro_kernel_512, the same sums and f32 steps), where the VNNI and AMX kernels take the
-// other types. q2_K (u = its 2-bit level, o = 0) has a 4-bit scale and a 4-bit min per half: its
-// min term sum_h m_h * (half h's sum of x_q) is one vpmaddwd of the row's two mins with the
+// levels (micro_kernel on Zmm, the same sums and f32 steps), where the VNNI and AMX kernels take the
+// other types. At avx512f (no VNNI) every type runs on Zmm. q2_K (u = its 2-bit level, o = 0) has a 4-bit scale and a
+// 4-bit min per half: its min term sum_h m_h * (half h's sum of x_q) is one vpmaddwd of the row's two mins with the
 // token's two half sums (int16 pairs), exact, then scaled by -dmin * d_x in f32.
 #include <algorithm>
 #include <cstring>
@@ -268,117 +268,198 @@ void pack_w_panel(const WeightView& w, int64_t r0, int64_t b0, int64_t nbk, int 
   }
 }
 
-// An empty asm the value must pass through: keeps GCC from re-associating a chain's int16 sums
-// into a tree over all of the block's products (computed first, they need far more than 16
-// registers and spilled 2.5 values per vpmaddubsw).
-inline __m256i pinned(__m256i v) {
-  asm("" : "+x"(v));
-  return v;
-}
+// The registers a micro-kernel runs on: Ymm, 8 weight rows per register (every x86 level), or
+// Zmm, 16 (the AVX-512 levels). Both read the same packed panels (a [quad] line of kNR rows is
+// kNR / 8 ymm or kNR / 16 zmm registers) and do the same integer and f32 steps per lane, so the
+// two give the same bits.
+struct Ymm {
+  using I = __m256i;
+  using F = __m256;
+  static constexpr int kRows = 8;
+#if defined(KVSLIM_HAS_AVXVNNI)
+  static constexpr bool kDpbusd = true;  // vpdpbusd on ymm (the avxvnni level)
+#else
+  static constexpr bool kDpbusd = false;
+#endif
+  static I load(const void* p) { return _mm256_load_si256(static_cast<const __m256i*>(p)); }
+  static I set1(int32_t v) { return _mm256_set1_epi32(v); }
+  static I set1_16(int16_t v) { return _mm256_set1_epi16(v); }
+  static I zero() { return _mm256_setzero_si256(); }
+  static I maddubs(I u, I s) { return _mm256_maddubs_epi16(u, s); }
+  static I add16(I a, I b) { return _mm256_add_epi16(a, b); }
+  static I add32(I a, I b) { return _mm256_add_epi32(a, b); }
+  static I madd(I a, I b) { return _mm256_madd_epi16(a, b); }
+  static I times16(I a) { return _mm256_slli_epi32(a, 4); }
+  // An empty asm the value must pass through: keeps GCC from re-associating a chain's int16 sums
+  // into a tree over all of the block's products (computed first, they need far more than 16
+  // registers and spilled 2.5 values per vpmaddubsw).
+  static I pinned(I v) {
+    asm("" : "+x"(v));
+    return v;
+  }
+  static F zerof() { return _mm256_setzero_ps(); }
+  static F loadf(const float* p) { return _mm256_load_ps(p); }
+  static F set1f(float v) { return _mm256_set1_ps(v); }
+  static F mul(F a, F b) { return _mm256_mul_ps(a, b); }
+  static F fmadd(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }
+  static F cvt(I a) { return _mm256_cvtepi32_ps(a); }
+  // Writes (first) or adds the tile into c: tokens from mt and rows from nr on are left alone.
+  template <int kMR, int kV>
+  static void store_tile(const F (&facc)[kMR][kV], float* c, int64_t ldc, int mt, int nr, bool first) {
+    __m256i masks[kV];
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    for (int v = 0; v < kV; ++v) masks[v] = _mm256_cmpgt_epi32(_mm256_set1_epi32(nr - 8 * v), lane);
+#pragma GCC unroll 8
+    for (int t = 0; t < kMR; ++t) {
+      if (t >= mt) break;
+      float* ct = c + t * ldc;
+#pragma GCC unroll 4
+      for (int v = 0; v < kV; ++v) {
+        __m256 r = facc[t][v];
+        if (nr == 8 * kV) {
+          if (!first) r = _mm256_add_ps(r, _mm256_loadu_ps(ct + 8 * v));
+          _mm256_storeu_ps(ct + 8 * v, r);
+        } else {
+          if (!first) r = _mm256_add_ps(r, _mm256_maskload_ps(ct + 8 * v, masks[v]));
+          _mm256_maskstore_ps(ct + 8 * v, masks[v], r);
+        }
+      }
+    }
+  }
+};
+
+#if defined(KVSLIM_HAS_AVX512BW)
+struct Zmm {
+  using I = __m512i;
+  using F = __m512;
+  static constexpr int kRows = 16;
+  static constexpr bool kDpbusd = false;  // the VNNI levels' other kernels take those types
+  static I load(const void* p) { return _mm512_loadu_si512(p); }
+  static I set1(int32_t v) { return _mm512_set1_epi32(v); }
+  static I set1_16(int16_t v) { return _mm512_set1_epi16(v); }
+  static I zero() { return _mm512_setzero_si512(); }
+  static I maddubs(I u, I s) { return _mm512_maddubs_epi16(u, s); }
+  static I add16(I a, I b) { return _mm512_add_epi16(a, b); }
+  static I add32(I a, I b) { return _mm512_add_epi32(a, b); }
+  static I madd(I a, I b) { return _mm512_madd_epi16(a, b); }
+  static I times16(I a) { return _mm512_slli_epi32(a, 4); }
+  static I pinned(I v) {  // as Ymm::pinned
+    asm("" : "+v"(v));
+    return v;
+  }
+  static F zerof() { return _mm512_setzero_ps(); }
+  static F loadf(const float* p) { return _mm512_loadu_ps(p); }
+  static F set1f(float v) { return _mm512_set1_ps(v); }
+  static F mul(F a, F b) { return _mm512_mul_ps(a, b); }
+  static F fmadd(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }
+  static F cvt(I a) { return _mm512_cvtepi32_ps(a); }
+  template <int kMR, int kV>
+  static void store_tile(const F (&facc)[kMR][kV], float* c, int64_t ldc, int mt, int nr, bool first) {
+    store_tile_512<kMR, kV>(facc, c, ldc, mt, nr, first);
+  }
+};
+#endif
 
 // Adds chain kC of a block (quads [q0, q0 + kChain) of every plane) to the block's int32 sums
 // isum; the first chain starts them at the correction. The planes share the activation
 // broadcasts. A function of its own with constant bounds, so that GCC keeps the chains in
 // registers.
 //
-// The AVX2 form: int16 chains of vpmaddubsw, widened once per chain with vpmaddwd. For kSubScales
-// tiles (q2_K, q3_K, q6_K) a chain is one 16-value half: it starts at the half's negated pattern
-// (so it holds the pair sums of q * x) and is widened by the row's scale of that half, which makes
-// isum the block's sum of sub[h] * q * x; the block's d then scales it like any other type's.
+// vpmaddubsw: int16 chains, widened once per chain with vpmaddwd. For kSubScales tiles (q2_K,
+// q3_K, q6_K) a chain is one 16-value half: it starts at the half's negated pattern (so it holds
+// the pair sums of q * x) and is widened by the row's scale of that half, which makes isum the
+// block's sum of sub[h] * q * x; the block's d then scales it like any other type's.
 // At the avxvnni level (but for kSubScales tiles, whose halves' scales vpmaddwd applies to int16
 // chains) vpdpbusd adds each quad's four products into int32 without saturating: the sums run in
 // int32 from the start (plane 1 apart, weighted by 16 at the end), the same integers.
-template <class T, int kC>
+template <class T, class V, int kC>
 [[gnu::always_inline]] inline void add_chain(const uint8_t* wb, const uint8_t* xb, const int32_t* xcorr,
-                                             __m256i (&isum)[T::kMR][T::kNRV]) {
-  constexpr int kMR = T::kMR, kNRV = T::kNRV, kNR = T::kNR, kPlanes = T::kPlanes;
+                                             typename V::I (&isum)[T::kMR][T::kNR / V::kRows]) {
+  using I = typename V::I;
+  constexpr int kMR = T::kMR, kV = T::kNR / V::kRows, kNR = T::kNR, kPlanes = T::kPlanes;
   constexpr int q0 = kC * T::kChain;
-#if defined(KVSLIM_HAS_AVXVNNI)
-  constexpr bool kDpbusd = !T::kSubScales;
-#else
-  constexpr bool kDpbusd = false;
-#endif
-  __m256i sums[kPlanes][kMR][kNRV];   // (kDpbusd) int32 sums
-  __m256i chain[kPlanes][kMR][kNRV];  // (else) int16 pair sums of this chain of quads
+  constexpr bool kDpbusd = V::kDpbusd && !T::kSubScales;
+  I sums[kPlanes][kMR][kV];   // (kDpbusd) int32 sums
+  I chain[kPlanes][kMR][kV];  // (else) int16 pair sums of this chain of quads
   if constexpr (kDpbusd) {
 #pragma GCC unroll 8
     for (int t = 0; t < kMR; ++t) {
 #pragma GCC unroll 4
-      for (int v = 0; v < kNRV; ++v) {
-        sums[0][t][v] = kC == 0 ? _mm256_set1_epi32(xcorr[t]) : isum[t][v];
-        if constexpr (kPlanes == 2) sums[1][t][v] = _mm256_setzero_si256();
+      for (int v = 0; v < kV; ++v) {
+        sums[0][t][v] = kC == 0 ? V::set1(xcorr[t]) : isum[t][v];
+        if constexpr (kPlanes == 2) sums[1][t][v] = V::zero();
       }
     }
   }
 #pragma GCC unroll 8
   for (int qd = q0; qd < q0 + T::kChain; ++qd) {
-    __m256i wv[kPlanes][kNRV];
+    I wv[kPlanes][kV];
 #pragma GCC unroll 2
     for (int p = 0; p < kPlanes; ++p) {
 #pragma GCC unroll 4
-      for (int v = 0; v < kNRV; ++v) {
-        wv[p][v] = _mm256_load_si256(reinterpret_cast<const __m256i*>(wb + ((p * 8 + qd) * kNR + 8 * v) * 4));
-      }
+      for (int v = 0; v < kV; ++v) wv[p][v] = V::load(wb + ((p * 8 + qd) * kNR + V::kRows * v) * 4);
     }
     const auto* xq = reinterpret_cast<const int32_t*>(xb + qd * kMR * 4);
 #pragma GCC unroll 8
     for (int t = 0; t < kMR; ++t) {
-      const __m256i xv = _mm256_set1_epi32(xq[t]);
+      const I xv = V::set1(xq[t]);
 #pragma GCC unroll 2
       for (int p = 0; p < kPlanes; ++p) {
 #pragma GCC unroll 4
-        for (int v = 0; v < kNRV; ++v) {
+        for (int v = 0; v < kV; ++v) {
           if constexpr (kDpbusd) {
 #if defined(KVSLIM_HAS_AVXVNNI)
             sums[p][t][v] = dpbusd256(sums[p][t][v], wv[p][v], xv);
 #endif
           } else {
-            const __m256i prod = _mm256_maddubs_epi16(wv[p][v], xv);
-            __m256i start = prod;
-            if constexpr (T::kSubScales) start = _mm256_add_epi16(prod, _mm256_set1_epi32(xcorr[kC * kMR + t]));
-            chain[p][t][v] = pinned(qd == q0 ? start : _mm256_add_epi16(chain[p][t][v], prod));
+            const I prod = V::maddubs(wv[p][v], xv);
+            I start = prod;
+            if constexpr (T::kSubScales) start = V::add16(prod, V::set1(xcorr[kC * kMR + t]));
+            chain[p][t][v] = V::pinned(qd == q0 ? start : V::add16(chain[p][t][v], prod));
           }
         }
       }
     }
   }
   // Plane p holds bits 4p.. of the levels: widened with weight 16^p.
-  const __m256i ones = _mm256_set1_epi16(1), sixteens = _mm256_set1_epi16(16);
+  const I ones = V::set1_16(1), sixteens = V::set1_16(16);
   const auto* subs = reinterpret_cast<const int32_t*>(wb + T::kWLevels + kNR * 4) + kC * kNR;
 #pragma GCC unroll 8
   for (int t = 0; t < kMR; ++t) {
 #pragma GCC unroll 4
-    for (int v = 0; v < kNRV; ++v) {
+    for (int v = 0; v < kV; ++v) {
       if constexpr (kDpbusd) {
-        isum[t][v] =
-            kPlanes == 2 ? _mm256_add_epi32(sums[0][t][v], _mm256_slli_epi32(sums[1][t][v], 4)) : sums[0][t][v];
+        isum[t][v] = kPlanes == 2 ? V::add32(sums[0][t][v], V::times16(sums[1][t][v])) : sums[0][t][v];
       } else if constexpr (T::kSubScales) {
-        const __m256i wide =
-            _mm256_madd_epi16(chain[0][t][v], _mm256_load_si256(reinterpret_cast<const __m256i*>(subs + 8 * v)));
-        isum[t][v] = kC == 0 ? wide : _mm256_add_epi32(isum[t][v], wide);
+        const I wide = V::madd(chain[0][t][v], V::load(subs + V::kRows * v));
+        isum[t][v] = kC == 0 ? wide : V::add32(isum[t][v], wide);
       } else {
-        __m256i wide = _mm256_madd_epi16(chain[0][t][v], ones);
-        if constexpr (kPlanes == 2) wide = _mm256_add_epi32(wide, _mm256_madd_epi16(chain[1][t][v], sixteens));
-        isum[t][v] = kC == 0 ? _mm256_add_epi32(_mm256_set1_epi32(xcorr[t]), wide) : _mm256_add_epi32(isum[t][v], wide);
+        I wide = V::madd(chain[0][t][v], ones);
+        if constexpr (kPlanes == 2) wide = V::add32(wide, V::madd(chain[1][t][v], sixteens));
+        isum[t][v] = kC == 0 ? V::add32(V::set1(xcorr[t]), wide) : V::add32(isum[t][v], wide);
       }
     }
   }
 }
 
-template <class T>
+// kMR tokens x kNR rows of tile T on registers V.
+template <class T, class V>
 void micro_kernel(const uint8_t* xp, const uint8_t* wp, int64_t nbk, float* c, int64_t ldc, int mt, int nr,
                   bool first) {
-  constexpr int kMR = T::kMR, kNRV = T::kNRV, kNR = T::kNR;
+  using I = typename V::I;
+  using F = typename V::F;
+  static_assert(T::kNR % V::kRows == 0);
+  constexpr int kMR = T::kMR, kV = T::kNR / V::kRows, kNR = T::kNR, kR = V::kRows;
   // The output rows lie w.rows floats apart, out of cache: ask for them now.
   for (int t = 0; t < mt; ++t) {
     __builtin_prefetch(c + t * ldc, 1, 3);
     __builtin_prefetch(c + t * ldc + kNR - 1, 1, 3);
   }
-  __m256 facc[kMR][kNRV];
+  F facc[kMR][kV];
 #pragma GCC unroll 8
   for (int t = 0; t < kMR; ++t) {
 #pragma GCC unroll 4
-    for (int v = 0; v < kNRV; ++v) facc[t][v] = _mm256_setzero_ps();
+    for (int v = 0; v < kV; ++v) facc[t][v] = V::zerof();
   }
   for (int64_t b = 0; b < nbk; ++b) {
     const uint8_t* xb = xp + b * T::kXBlockBytes;
@@ -388,142 +469,37 @@ void micro_kernel(const uint8_t* xp, const uint8_t* wp, int64_t nbk, float* c, i
     const auto* xsum = xcorr + kMR;
     const auto* ws = reinterpret_cast<const float*>(wb + T::kWLevels);
     // The block's exact int32 sums: the correction plus every chain's widened sums.
-    __m256i isum[kMR][kNRV];
-    [&]<int... C>(std::integer_sequence<int, C...>) { (add_chain<T, C>(wb, xb, xcorr, isum), ...); }
+    I isum[kMR][kV];
+    [&]<int... C>(std::integer_sequence<int, C...>) { (add_chain<T, V, C>(wb, xb, xcorr, isum), ...); }
     (std::make_integer_sequence<int, T::kChains>{});
 #pragma GCC unroll 8
     for (int t = 0; t < kMR; ++t) {
-      const __m256 sx = _mm256_set1_ps(xs[t]);
+      const F sx = V::set1f(xs[t]);
 #pragma GCC unroll 4
-      for (int v = 0; v < kNRV; ++v) {
-        const __m256 s = _mm256_mul_ps(_mm256_load_ps(ws + 8 * v), sx);
-        facc[t][v] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t][v]), s, facc[t][v]);
+      for (int v = 0; v < kV; ++v) {
+        const F s = V::mul(V::loadf(ws + kR * v), sx);
+        facc[t][v] = V::fmadd(V::cvt(isum[t][v]), s, facc[t][v]);
       }
       if constexpr (T::kMins && T::kSubScales) {
         // q2_K: + (-dmin) * d_x * sum_h m_h * sum(x_q of half h), that sum exact from one vpmaddwd.
-        const __m256i hsum = _mm256_set1_epi32(xsum[kMR + t]);
+        const I hsum = V::set1(xsum[kMR + t]);
         const auto* half_mins = reinterpret_cast<const int32_t*>(ws + 3 * kNR);
 #pragma GCC unroll 4
-        for (int v = 0; v < kNRV; ++v) {
-          const __m256i m =
-              _mm256_madd_epi16(_mm256_load_si256(reinterpret_cast<const __m256i*>(half_mins + 8 * v)), hsum);
-          const __m256 s = _mm256_mul_ps(_mm256_load_ps(ws + 4 * kNR + 8 * v), sx);
-          facc[t][v] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(m), s, facc[t][v]);
+        for (int v = 0; v < kV; ++v) {
+          const I m = V::madd(V::load(half_mins + kR * v), hsum);
+          const F s = V::mul(V::loadf(ws + 4 * kNR + kR * v), sx);
+          facc[t][v] = V::fmadd(V::cvt(m), s, facc[t][v]);
         }
       } else if constexpr (T::kMins) {
         // + m * d_x * sum(x_q)
-        const __m256 sxs = _mm256_set1_ps(xs[t] * static_cast<float>(xsum[t]));
+        const F sxs = V::set1f(xs[t] * static_cast<float>(xsum[t]));
 #pragma GCC unroll 4
-        for (int v = 0; v < kNRV; ++v) facc[t][v] = _mm256_fmadd_ps(_mm256_load_ps(ws + kNR + 8 * v), sxs, facc[t][v]);
+        for (int v = 0; v < kV; ++v) facc[t][v] = V::fmadd(V::loadf(ws + kNR + kR * v), sxs, facc[t][v]);
       }
     }
   }
-  __m256i masks[kNRV];
-  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-  for (int v = 0; v < kNRV; ++v) masks[v] = _mm256_cmpgt_epi32(_mm256_set1_epi32(nr - 8 * v), lane);
-#pragma GCC unroll 8
-  for (int t = 0; t < kMR; ++t) {
-    if (t >= mt) break;
-    float* ct = c + t * ldc;
-#pragma GCC unroll 4
-    for (int v = 0; v < kNRV; ++v) {
-      __m256 r = facc[t][v];
-      if (nr == kNR) {
-        if (!first) r = _mm256_add_ps(r, _mm256_loadu_ps(ct + 8 * v));
-        _mm256_storeu_ps(ct + 8 * v, r);
-      } else {
-        if (!first) r = _mm256_add_ps(r, _mm256_maskload_ps(ct + 8 * v, masks[v]));
-        _mm256_maskstore_ps(ct + 8 * v, masks[v], r);
-      }
-    }
-  }
+  V::template store_tile<kMR, kV>(facc, c, ldc, mt, nr, first);
 }
-
-#if defined(KVSLIM_HAS_AVX512BW)
-inline __m512i pinned(__m512i v) {
-  asm("" : "+v"(v));
-  return v;
-}
-
-// q3_K and q6_K at the AVX-512 levels: micro_kernel's steps for kSubScales tiles on 16 rows per register,
-// on the same packed panels (a [quad] line of kNR rows reads as kNR / 16 registers as well as
-// kNR / 8), so the same int32 sums and f32 steps: the same bits. 4 tokens x 32 rows keep the
-// accumulators, the block's sums and one half's chains in 24 of the 32 zmm registers.
-template <class T>
-void micro_kernel_512(const uint8_t* xp, const uint8_t* wp, int64_t nbk, float* c, int64_t ldc, int mt, int nr,
-                      bool first) {
-  static_assert(T::kSubScales && T::kNR % 16 == 0);
-  constexpr int kMR = T::kMR, kNR = T::kNR, kV = kNR / 16;
-  for (int t = 0; t < mt; ++t) {
-    __builtin_prefetch(c + t * ldc, 1, 3);
-    __builtin_prefetch(c + t * ldc + kNR - 1, 1, 3);
-  }
-  __m512 facc[kMR][kV];
-#pragma GCC unroll 8
-  for (int t = 0; t < kMR; ++t) {
-#pragma GCC unroll 4
-    for (int v = 0; v < kV; ++v) facc[t][v] = _mm512_setzero_ps();
-  }
-  for (int64_t b = 0; b < nbk; ++b) {
-    const uint8_t* xb = xp + b * T::kXBlockBytes;
-    const uint8_t* wb = wp + b * T::kWBlockBytes;
-    const auto* xs = reinterpret_cast<const float*>(xb + T::kXLevels);
-    const auto* halves = reinterpret_cast<const int32_t*>(xs + kMR);  // [half][token] patterns
-    const auto* ws = reinterpret_cast<const float*>(wb + T::kWLevels);
-    const auto* subs = reinterpret_cast<const int32_t*>(ws + kNR);  // [half][row]
-    __m512i isum[kMR][kV];
-#pragma GCC unroll 2
-    for (int h = 0; h < 2; ++h) {
-      __m512i chain[kMR][kV];
-#pragma GCC unroll 4
-      for (int qd = 4 * h; qd < 4 * h + 4; ++qd) {
-        __m512i wv[kV];
-#pragma GCC unroll 4
-        for (int v = 0; v < kV; ++v) wv[v] = _mm512_loadu_si512(wb + (qd * kNR + 16 * v) * 4);
-        const auto* xq = reinterpret_cast<const int32_t*>(xb + qd * kMR * 4);
-#pragma GCC unroll 8
-        for (int t = 0; t < kMR; ++t) {
-          const __m512i xv = _mm512_set1_epi32(xq[t]);
-#pragma GCC unroll 4
-          for (int v = 0; v < kV; ++v) {
-            const __m512i prod = _mm512_maddubs_epi16(wv[v], xv);
-            chain[t][v] = pinned(qd == 4 * h ? _mm512_add_epi16(prod, _mm512_set1_epi32(halves[h * kMR + t]))
-                                             : _mm512_add_epi16(chain[t][v], prod));
-          }
-        }
-      }
-#pragma GCC unroll 8
-      for (int t = 0; t < kMR; ++t) {
-#pragma GCC unroll 4
-        for (int v = 0; v < kV; ++v) {
-          const __m512i wide = _mm512_madd_epi16(chain[t][v], _mm512_loadu_si512(subs + h * kNR + 16 * v));
-          isum[t][v] = h == 0 ? wide : _mm512_add_epi32(isum[t][v], wide);
-        }
-      }
-    }
-#pragma GCC unroll 8
-    for (int t = 0; t < kMR; ++t) {
-      const __m512 sx = _mm512_set1_ps(xs[t]);
-#pragma GCC unroll 4
-      for (int v = 0; v < kV; ++v) {
-        const __m512 sw = _mm512_mul_ps(_mm512_loadu_ps(ws + 16 * v), sx);
-        facc[t][v] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t][v]), sw, facc[t][v]);
-      }
-      if constexpr (T::kMins) {  // q2_K, as micro_kernel
-        const __m512i hsum = _mm512_set1_epi32(halves[2 * kMR + t]);
-        const auto* half_mins = reinterpret_cast<const int32_t*>(ws + 3 * kNR);
-#pragma GCC unroll 4
-        for (int v = 0; v < kV; ++v) {
-          const __m512i m = _mm512_madd_epi16(_mm512_loadu_si512(half_mins + 16 * v), hsum);
-          const __m512 s = _mm512_mul_ps(_mm512_loadu_ps(ws + 4 * kNR + 16 * v), sx);
-          facc[t][v] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(m), s, facc[t][v]);
-        }
-      }
-    }
-  }
-  store_tile_512<kMR, kV>(facc, c, ldc, mt, nr, first);
-}
-#endif
 
 // The int8 GEMM with tile T's packing and micro-kernel `kernel`.
 template <class T, class Kernel>
@@ -540,42 +516,53 @@ void gemm(const WeightView& w, const float* x, int64_t n, float* y, ThreadPool& 
       kernel);
 }
 
-template <class T>
+template <class T, class V = Ymm>
 void gemm(const WeightView& w, const float* x, int64_t n, float* y, ThreadPool& pool) {
-  gemm<T>(w, x, n, y, pool, micro_kernel<T>);
+  gemm<T>(w, x, n, y, pool, micro_kernel<T, V>);
 }
 
 }  // namespace
 
 void matmul_q8_avx2(const WeightView& w, const float* x, int64_t n, float* y, ThreadPool& pool) {
 #if defined(KVSLIM_HAS_AVX512BW)
-  // The AVX-512 levels: the halves types on 16 rows per register.
-  if (int8_has_halves(w.type)) {
-    if (int8_has_mins(w.type)) {
-      return gemm<Tile<4, 4, 1, 4, true, true>>(w, x, n, y, pool, micro_kernel_512<Tile<4, 4, 1, 4, true, true>>);
-    }
-    return gemm<Tile<4, 4, 1, 4, false, true>>(w, x, n, y, pool, micro_kernel_512<Tile<4, 4, 1, 4, false, true>>);
-  }
+  // The AVX-512 levels: 16 rows per register. With VNNI (avx512, avx512bf16) only the halves
+  // types come here; the VNNI and AMX kernels take the others. Tiles as measured fastest at
+  // avx512f (kvslim_microbench matmul/*/8192x2048, one thread: q8_0 4x32 158 GFLOP/s against 131
+  // for 4x16; q4_0 6x32 278 against 243 for 4x32; q4_K 6x32 236 against 225).
+  switch (w.type) {
+    case DType::Q3_K:
+    case DType::Q6_K: return gemm<Tile<4, 4, 1, 4, false, true>, Zmm>(w, x, n, y, pool);
+    case DType::Q2_K: return gemm<Tile<4, 4, 1, 4, true, true>, Zmm>(w, x, n, y, pool);
+#if !defined(KVSLIM_HAS_AVX512VNNI)
+    case DType::Q8_0:
+    case DType::IQ4_NL:
+    case DType::IQ4_XS: return gemm<Tile<4, 4, 2, 8, false>, Zmm>(w, x, n, y, pool);
+    case DType::Q4_0: return gemm<Tile<6, 4, 1, 8, false>, Zmm>(w, x, n, y, pool);
+    case DType::Q4_1:
+    case DType::Q4_K: return gemm<Tile<6, 4, 1, 8, true>, Zmm>(w, x, n, y, pool);
+    case DType::Q5_0:
+    case DType::MXFP4: return gemm<Tile<6, 4, 1, 4, false>, Zmm>(w, x, n, y, pool);
+    case DType::Q5_1:
+    case DType::Q5_K: return gemm<Tile<6, 4, 1, 4, true>, Zmm>(w, x, n, y, pool);
 #endif
-#if defined(KVSLIM_HAS_AVX512VNNI)
-  // The VNNI and AMX kernels take the other types.
-  fail("matmul_q8: {} weights go to the AVX-512 int8 kernels", dtype_name(w.type));
+    default: fail("matmul_q8: {} weights go to the AVX-512 int8 kernels", dtype_name(w.type));
+  }
 #else
   // Tiles (tokens, 8-row vectors) as measured fastest per scheme, all within 16 ymm registers.
   switch (w.type) {
     case DType::Q8_0:
     case DType::IQ4_NL:
-    case DType::IQ4_XS: return gemm<Tile<4, 1, 2, 8, false>>(w, x, n, y, pool);
-    case DType::Q4_0: return gemm<Tile<4, 2, 1, 8, false>>(w, x, n, y, pool);
+    case DType::IQ4_XS: return gemm<Tile<4, 1, 2, 8, false> >(w, x, n, y, pool);
+    case DType::Q4_0: return gemm<Tile<4, 2, 1, 8, false> >(w, x, n, y, pool);
     case DType::Q4_1:
-    case DType::Q4_K: return gemm<Tile<4, 2, 1, 8, true>>(w, x, n, y, pool);
+    case DType::Q4_K: return gemm<Tile<4, 2, 1, 8, true> >(w, x, n, y, pool);
     case DType::Q5_0:
-    case DType::MXFP4: return gemm<Tile<4, 2, 1, 4, false>>(w, x, n, y, pool);
+    case DType::MXFP4: return gemm<Tile<4, 2, 1, 4, false> >(w, x, n, y, pool);
     case DType::Q5_1:
-    case DType::Q5_K: return gemm<Tile<4, 2, 1, 4, true>>(w, x, n, y, pool);
+    case DType::Q5_K: return gemm<Tile<4, 2, 1, 4, true> >(w, x, n, y, pool);
     case DType::Q3_K:
-    case DType::Q6_K: return gemm<Tile<4, 2, 1, 4, false, true>>(w, x, n, y, pool);
-    case DType::Q2_K: return gemm<Tile<4, 2, 1, 4, true, true>>(w, x, n, y, pool);
+    case DType::Q6_K: return gemm<Tile<4, 2, 1, 4, false, true> >(w, x, n, y, pool);
+    case DType::Q2_K: return gemm<Tile<4, 2, 1, 4, true, true> >(w, x, n, y, pool);
     default: fail("matmul_q8: {} weights have no int8 GEMM", dtype_name(w.type));
   }
 #endif
