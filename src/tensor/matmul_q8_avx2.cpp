@@ -40,10 +40,11 @@
 // sum_h sub_h * sum(q * x), exact (below 2^24, so its float is too), then scaled by d * d_x like
 // any block. This runs at every x86 level, vpmaddubsw at avxvnni too (vpdpbusd's int32 sums could
 // not be weighted per half without a 32-bit multiply), and on 512-bit registers at the AVX-512
-// levels (micro_kernel on Zmm, the same sums and f32 steps), where the VNNI and AMX kernels take the
-// other types. At avx512f (no VNNI) every type runs on Zmm. q2_K (u = its 2-bit level, o = 0) has a 4-bit scale and a
-// 4-bit min per half: its min term sum_h m_h * (half h's sum of x_q) is one vpmaddwd of the row's two mins with the
-// token's two half sums (int16 pairs), exact, then scaled by -dmin * d_x in f32.
+// levels (micro_kernel on Zmm, the same sums and f32 steps), where the VNNI and AMX kernels take
+// the other types; at avx512f (no VNNI) every type runs on Zmm. q2_K (u = its 2-bit level, o = 0)
+// has a 4-bit scale and a 4-bit min per half: its min term sum_h m_h * (half h's sum of x_q) is
+// one vpmaddwd of the row's two mins with the token's two half sums (int16 pairs), exact, then
+// scaled by -dmin * d_x in f32.
 #include <algorithm>
 #include <cstring>
 #include <utility>
@@ -70,9 +71,10 @@ namespace {
 
 constexpr int64_t kKB = kInt8SliceBlocks;  // blocks per K slice
 
-// A micro-tile of kMR tokens x kNR = 8 * kNRV weight rows, for weights fed as kPlanes planes of
-// levels whose int16 chain sums may run over kChain quads. kSubScales: q3_K's and q6_K's two
-// 16-value halves per block, each with its own int8 scale (see half_patterns).
+// A micro-tile of kMR tokens x kNR = 8 * kNRV weight rows (kNRV ymm registers, or kNRV / 2 zmm),
+// for weights fed as kPlanes planes of levels whose int16 chain sums may run over kChain quads.
+// kSubScales: q3_K's and q6_K's two 16-value halves per block, each with its own int8 scale (see
+// half_patterns).
 template <int MR, int NRV, int Planes, int Chain, bool Mins, bool SubScales = false>
 struct Tile {
   static constexpr int kMR = MR;
