@@ -97,6 +97,12 @@ TEST(Cli, BenchJsonReportsMedians) {
   const auto& s = j["prefill"][0]["tok_s"];
   EXPECT_LE(s["min"].get<double>(), s["median"].get<double>());
   EXPECT_LE(s["median"].get<double>(), s["max"].get<double>());
+  // The level and the kernels for every weight type and, for the model's head size, KV page type.
+  const auto& sys = j["system"];
+  EXPECT_FALSE(sys["isa"].get<std::string>().empty());
+  EXPECT_FALSE(sys["weight_kernels"]["q4_k"]["prefill"].get<std::string>().empty());
+  for (const char* kv : {"f32", "f16", "bf16", "q8_0"})
+    EXPECT_FALSE(sys["kv_kernels"][kv].get<std::string>().empty()) << kv;
 }
 
 TEST(Cli, MissingModelFileIsOneClearLine) {

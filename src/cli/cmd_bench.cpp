@@ -82,7 +82,7 @@ void add_bench_command(CLI::App& app) {
                             {"threads", pool.size()},
                             {"reps", opt->bench.reps},
                             {"press", opt->bench.compression.press},
-                            {"system", system_info()},
+                            {"system", system_info(model->config().head_dim)},
                             // Weights a decoded token reads (attention, router, its k experts, one
                             // embedding row, the output): a MoE model's active parameters in bytes.
                             {"weight_bytes", model->weight_bytes()},
