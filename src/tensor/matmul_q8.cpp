@@ -564,12 +564,13 @@ const char* matmul_q8_kernel(DType type) {
 #if defined(KVSLIM_HAS_AVX512BW)  // avx512f: the same kernels on zmm
   if (int8_has_halves(type)) return "avx512 int8 gemm (maddubs, 4x32, q2_K / q3_K / q6_K halves)";
   return "avx512 int8 gemm (maddubs, 6x32 / 4x32 for q8_0 and iq4)";
-#endif
+#else
   if (int8_has_halves(type)) return "avx2 int8 gemm (maddubs, 4x16, q2_K / q3_K / q6_K halves)";
 #if defined(KVSLIM_HAS_AVXVNNI)
   return "avx-vnni int8 gemm (vpdpbusd, 4x16 / 4x8 for q8_0 and iq4)";
 #else
   return "avx2 int8 gemm (maddubs, 4x16 / 4x8 for q8_0 and iq4)";
+#endif
 #endif
 }
 
