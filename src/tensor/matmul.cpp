@@ -5,12 +5,13 @@
 // ([k][kMR] floats, shared by all threads); threads take chunks of kNR-row weight panels from a queue and, for each
 // kKC-deep slice of K, convert a panel to f32 in [k][kNR] order (converted 16 values at a time and transposed in
 // registers) and run the kMR x kNR register-blocked micro-kernel over all token panels, prefetching the next panel's
-// weights meanwhile. The types detail::matmul_q8_takes go to the int8 kernels instead (q8_0-style activations of 32):
-// AVX-512 VNNI in matmul_q8.cpp (2.5x the f32 GEMM's speed), AMX-INT8 tiles where the CPU and kernel allow
-// (matmul_q8_amx.cpp; KVSLIM_NO_AMX=1 keeps the VNNI kernel), at the AVX2 level the maddubs kernel of
-// matmul_q8_avx2.cpp (and for q2_K / q3_K / q6_K at every x86 level), on aarch64 the kernels of matmul_q8_neon.cpp
-// (sdot / smmla at dotprod / i8mm); all give identical bits. Each output is computed by one thread in a fixed order, so
-// results do not depend on the number of threads.
+// weights meanwhile; the sums over K slices build up in a per-thread buffer of whole tiles and are written to Y once.
+// The types detail::matmul_q8_takes go to the int8 kernels instead (q8_0-style activations of 32): AVX-512 VNNI in
+// matmul_q8.cpp (2.5x the f32 GEMM's speed), AMX-INT8 tiles where the CPU and kernel allow (matmul_q8_amx.cpp;
+// KVSLIM_NO_AMX=1 keeps the VNNI kernel), at the AVX2 level the maddubs kernel of matmul_q8_avx2.cpp (and for q2_K /
+// q3_K / q6_K at every x86 level), on aarch64 the kernels of matmul_q8_neon.cpp (sdot / smmla at dotprod / i8mm); all
+// give identical bits. Each output is computed by one thread in a fixed order, so results do not depend on the number
+// of threads.
 #include <algorithm>
 #include <cstring>
 
@@ -212,28 +213,11 @@ void pack_w_panel(const WeightView& w, int64_t r0, int64_t k0, int64_t kc, float
 #endif
 }
 
-// C[t][j] (+)= sum_kk xp[kk][t] * wp[kk][j] for t < mt, j < nr.
+// c[t * kNR + j] (+)= sum_kk xp[kk][t] * wp[kk][j]: one whole kMR x kNR tile of the GEMM's
+// contiguous accumulation buffer (gemm_panels), written on a K slice's first pass and added to on
+// the later ones. Padding tokens and rows are zeros in the panels, so every tile is whole.
 #if defined(KVSLIM_HAS_AVX512F)
-// Writes (first) or adds (later K slices) a micro-tile's accumulators to C.
-inline void store_tile(const __m512 (&acc)[kMR][2], float* c, int64_t ldc, int mt, int nr, bool first) {
-  const __mmask16 m0 = nr >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << nr) - 1);
-  const __mmask16 m1 = nr >= 32 ? static_cast<__mmask16>(0xffff)
-                                : (nr > 16 ? static_cast<__mmask16>((1u << (nr - 16)) - 1) : static_cast<__mmask16>(0));
-#pragma GCC unroll 14
-  for (int t = 0; t < kMR; ++t) {
-    if (t >= mt) break;
-    float* ct = c + t * ldc;
-    __m512 v0 = acc[t][0], v1 = acc[t][1];
-    if (!first) {
-      v0 = _mm512_add_ps(v0, _mm512_maskz_loadu_ps(m0, ct));
-      v1 = _mm512_add_ps(v1, _mm512_maskz_loadu_ps(m1, ct + 16));
-    }
-    _mm512_mask_storeu_ps(ct, m0, v0);
-    _mm512_mask_storeu_ps(ct + 16, m1, v1);
-  }
-}
-
-void micro_kernel(const float* xp, const float* wp, int64_t kc, float* c, int64_t ldc, int mt, int nr, bool first) {
+void micro_kernel(const float* xp, const float* wp, int64_t kc, float* c, bool first) {
   __m512 acc[kMR][2];
 #pragma GCC unroll 14
   for (int t = 0; t < kMR; ++t) acc[t][0] = acc[t][1] = _mm512_setzero_ps();
@@ -248,20 +232,24 @@ void micro_kernel(const float* xp, const float* wp, int64_t kc, float* c, int64_
       acc[t][1] = _mm512_fmadd_ps(xb, w1, acc[t][1]);
     }
   }
-  store_tile(acc, c, ldc, mt, nr, first);
+#pragma GCC unroll 14
+  for (int t = 0; t < kMR; ++t) {
+    float* ct = c + t * kNR;
+    __m512 v0 = acc[t][0], v1 = acc[t][1];
+    if (!first) {
+      v0 = _mm512_add_ps(v0, _mm512_loadu_ps(ct));
+      v1 = _mm512_add_ps(v1, _mm512_loadu_ps(ct + 16));
+    }
+    _mm512_storeu_ps(ct, v0);
+    _mm512_storeu_ps(ct + 16, v1);
+  }
 }
 #elif defined(KVSLIM_HAS_AVX2) && defined(KVSLIM_HAS_FMA)
 // 12 accumulators, two weight vectors and one broadcast: 15 of the 16 ymm registers. Every
 // index into acc is a constant after unrolling, so the accumulators stay in registers (an
 // epilogue that indexed them by the runtime mt made GCC mirror all 12 to the stack on every
 // step of k, which halved the kernel's speed).
-void micro_kernel(const float* xp, const float* wp, int64_t kc, float* c, int64_t ldc, int mt, int nr, bool first) {
-  // The output tile's rows lie w.rows floats apart, far out of cache: ask for them now so that
-  // they arrive while the k loop runs (waiting for them at the end measured 12% of the kernel).
-  for (int t = 0; t < mt; ++t) {
-    __builtin_prefetch(c + t * ldc, 1, 3);
-    __builtin_prefetch(c + t * ldc + kNR - 1, 1, 3);
-  }
+void micro_kernel(const float* xp, const float* wp, int64_t kc, float* c, bool first) {
   __m256 acc[kMR][2];
 #pragma GCC unroll 6
   for (int t = 0; t < kMR; ++t) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
@@ -277,41 +265,23 @@ void micro_kernel(const float* xp, const float* wp, int64_t kc, float* c, int64_
       acc[t][1] = _mm256_fmadd_ps(xb, w1, acc[t][1]);
     }
   }
-  if (nr == kNR) {
-#pragma GCC unroll 6
-    for (int t = 0; t < kMR; ++t) {
-      if (t >= mt) break;
-      float* ct = c + t * ldc;
-      __m256 v0 = acc[t][0], v1 = acc[t][1];
-      if (!first) {
-        v0 = _mm256_add_ps(v0, _mm256_loadu_ps(ct));
-        v1 = _mm256_add_ps(v1, _mm256_loadu_ps(ct + 8));
-      }
-      _mm256_storeu_ps(ct, v0);
-      _mm256_storeu_ps(ct + 8, v1);
-    }
-    return;
-  }
-  alignas(32) float tile[kMR][kNR];
 #pragma GCC unroll 6
   for (int t = 0; t < kMR; ++t) {
-    _mm256_store_ps(tile[t], acc[t][0]);
-    _mm256_store_ps(tile[t] + 8, acc[t][1]);
-  }
-  for (int t = 0; t < mt; ++t) {
-    float* ct = c + t * ldc;
-    for (int j = 0; j < nr; ++j) ct[j] = first ? tile[t][j] : ct[j] + tile[t][j];
+    float* ct = c + t * kNR;
+    __m256 v0 = acc[t][0], v1 = acc[t][1];
+    if (!first) {
+      v0 = _mm256_add_ps(v0, _mm256_loadu_ps(ct));
+      v1 = _mm256_add_ps(v1, _mm256_loadu_ps(ct + 8));
+    }
+    _mm256_storeu_ps(ct, v0);
+    _mm256_storeu_ps(ct + 8, v1);
   }
 }
 #elif defined(KVSLIM_HAS_NEON)
 // 24 accumulators (8 tokens x 12 rows), three weight vectors and two vectors of 8 tokens' x,
 // multiplied by lane (vfmaq_laneq_f32, no broadcasts): 29 of the 32 NEON registers. As in the
 // AVX2 kernel, every index into acc is a constant after unrolling, so it stays in registers.
-void micro_kernel(const float* xp, const float* wp, int64_t kc, float* c, int64_t ldc, int mt, int nr, bool first) {
-  for (int t = 0; t < mt; ++t) {
-    __builtin_prefetch(c + t * ldc, 1, 3);
-    __builtin_prefetch(c + t * ldc + kNR - 1, 1, 3);
-  }
+void micro_kernel(const float* xp, const float* wp, int64_t kc, float* c, bool first) {
   float32x4_t acc[kMR][3];
 #pragma GCC unroll 8
   for (int t = 0; t < kMR; ++t) acc[t][0] = acc[t][1] = acc[t][2] = vdupq_n_f32(0);
@@ -334,34 +304,19 @@ void micro_kernel(const float* xp, const float* wp, int64_t kc, float* c, int64_
     KVSLIM_NEON_FMA_TOKEN(7, x1, 3)
 #undef KVSLIM_NEON_FMA_TOKEN
   }
-  if (nr == kNR) {
-#pragma GCC unroll 8
-    for (int t = 0; t < kMR; ++t) {
-      if (t >= mt) break;
-      float* ct = c + t * ldc;
-#pragma GCC unroll 3
-      for (int v = 0; v < 3; ++v) {
-        float32x4_t o = acc[t][v];
-        if (!first) o = vaddq_f32(o, vld1q_f32(ct + 4 * v));
-        vst1q_f32(ct + 4 * v, o);
-      }
-    }
-    return;
-  }
-  float tile[kMR][kNR];
 #pragma GCC unroll 8
   for (int t = 0; t < kMR; ++t) {
-    vst1q_f32(tile[t], acc[t][0]);
-    vst1q_f32(tile[t] + 4, acc[t][1]);
-    vst1q_f32(tile[t] + 8, acc[t][2]);
-  }
-  for (int t = 0; t < mt; ++t) {
-    float* ct = c + t * ldc;
-    for (int j = 0; j < nr; ++j) ct[j] = first ? tile[t][j] : ct[j] + tile[t][j];
+    float* ct = c + t * kNR;
+#pragma GCC unroll 3
+    for (int v = 0; v < 3; ++v) {
+      float32x4_t o = acc[t][v];
+      if (!first) o = vaddq_f32(o, vld1q_f32(ct + 4 * v));
+      vst1q_f32(ct + 4 * v, o);
+    }
   }
 }
 #else
-void micro_kernel(const float* xp, const float* wp, int64_t kc, float* c, int64_t ldc, int mt, int nr, bool first) {
+void micro_kernel(const float* xp, const float* wp, int64_t kc, float* c, bool first) {
   float acc[kMR][kNR] = {};
   for (int64_t kk = 0; kk < kc; ++kk) {
     for (int t = 0; t < kMR; ++t) {
@@ -369,9 +324,8 @@ void micro_kernel(const float* xp, const float* wp, int64_t kc, float* c, int64_
       for (int j = 0; j < kNR; ++j) acc[t][j] += xv * wp[kk * kNR + j];
     }
   }
-  for (int t = 0; t < mt; ++t) {
-    float* ct = c + t * ldc;
-    for (int j = 0; j < nr; ++j) ct[j] = first ? acc[t][j] : ct[j] + acc[t][j];
+  for (int t = 0; t < kMR; ++t) {
+    for (int j = 0; j < kNR; ++j) c[t * kNR + j] = first ? acc[t][j] : c[t * kNR + j] + acc[t][j];
   }
 }
 #endif
@@ -412,13 +366,36 @@ struct GemmOperands {
   bool accumulate;
 };
 
+// Writes (or adds, when accumulating) a chunk's sums, weight panels [p0, p1) of every token
+// panel, from the contiguous tiles of gemm_panels to y; the tiles' padding is left out.
+void store_chunk(const float* cbuf, int64_t n_xpanels, int64_t p0, int64_t p1, const GemmOperands& op, int64_t n,
+                 int64_t rows) {
+  const float* tile = cbuf;
+  for (int64_t xpi = 0; xpi < n_xpanels; ++xpi) {
+    const int64_t t0 = xpi * kMR;
+    const int mt = static_cast<int>(std::min<int64_t>(kMR, n - t0));
+    for (int64_t p = p0; p < p1; ++p, tile += kMR * kNR) {
+      const int64_t r0 = p * kNR;
+      const int nr = static_cast<int>(std::min<int64_t>(kNR, rows - r0));
+      for (int t = 0; t < mt; ++t) {
+        float* yt = op.y + (t0 + t) * op.ldy + r0;
+        const float* ct = tile + t * kNR;
+        if (op.accumulate) {
+          for (int j = 0; j < nr; ++j) yt[j] += ct[j];
+        } else {
+          std::copy_n(ct, nr, yt);
+        }
+      }
+    }
+  }
+}
+
 // The blocked GEMM over a panel format P (F32Panels or F32TransposedPanels), on the
 // pool's threads, or on the calling thread alone when pool is null.
 template <class P>
 void gemm_panels(const WeightView& w, const GemmOperands& op, ThreadPool* pool) {
   const float* x = op.x;
   const int64_t n = op.n;
-  float* y = op.y;
   const int64_t k = w.cols;
   const int64_t n_xpanels = (n + kMR - 1) / kMR;
   const int64_t n_wpanels = (w.rows + kNR - 1) / kNR;
@@ -445,6 +422,15 @@ void gemm_panels(const WeightView& w, const GemmOperands& op, ThreadPool* pool) 
     thread_local detail::Scratch w_scratch;
     auto* wbuf = static_cast<float*>(w_scratch.get((kChunk + 1) * kWPanel * sizeof(float) + 64));
     float* tmp = wbuf + kChunk * kWPanel;
+    // The chunk's outputs are summed over the K slices in a contiguous buffer of whole tiles,
+    // [token panel][weight panel][kMR][kNR], and go to y once, after the last slice. Summed in y
+    // itself, a tile's rows lie y's row length apart, a multiple of 4 KiB for every model shape:
+    // all of them fall in the same L1 set (a 14 x 32 tile is 28 lines for 12 ways) and y's
+    // chunk never stays in L2, so each slice's tile update waited on L3 (an F16 prefill at the
+    // AVX-512 levels 5% slower).
+    thread_local detail::Scratch c_scratch;
+    constexpr int64_t kTile = static_cast<int64_t>(kMR) * kNR;
+    auto* cbuf = static_cast<float*>(c_scratch.get(static_cast<size_t>(n_xpanels * kChunk * kTile) * sizeof(float)));
     // The chunk after this one is claimed while this one's last K slice is computed, so that its
     // first slice can be prefetched like every other slice (the chunk's first slice otherwise
     // waited on DRAM in pack_w).
@@ -469,17 +455,16 @@ void gemm_panels(const WeightView& w, const GemmOperands& op, ThreadPool* pool) 
         const detail::PanelPrefetcher prefetcher(w, pf_r0, more ? pf_r1 : pf_r0, pf_k0,
                                                  more ? std::min(kKC, k - pf_k0) : 0, window);
         for (int64_t xpi = 0; xpi < n_xpanels; ++xpi) {
-          const int64_t t0 = xpi * kMR;
-          const int mt = static_cast<int>(std::min<int64_t>(kMR, n - t0));
           for (int64_t p = p0; p < p1; ++p) {
-            const int64_t r0 = p * kNR;
-            const int nr = static_cast<int>(std::min<int64_t>(kNR, w.rows - r0));
-            micro_kernel(xp + xpi * x_panel + k0 * kMR, wbuf + (p - p0) * kWPanel, kc, y + t0 * op.ldy + r0, op.ldy, mt,
-                         nr, k0 == 0 && !op.accumulate);
+            float* tile = cbuf + (xpi * (p1 - p0) + (p - p0)) * kTile;
+            // Its lines are wanted at the end of the k loop: asked for now, they arrive meanwhile.
+            for (int64_t line = 0; line < kTile; line += 16) __builtin_prefetch(tile + line, 1, 3);
+            micro_kernel(xp + xpi * x_panel + k0 * kMR, wbuf + (p - p0) * kWPanel, kc, tile, k0 == 0);
           }
           if (xpi >= n_xpanels - window) prefetcher.part(xpi - (n_xpanels - window));
         }
       }
+      store_chunk(cbuf, n_xpanels, p0, p1, op, n, w.rows);
       p0 = n0;
       p1 = n1;
       have = have_next;
