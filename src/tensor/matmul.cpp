@@ -366,26 +366,19 @@ struct GemmOperands {
   bool accumulate;
 };
 
-// Writes (or adds, when accumulating) a chunk's sums, weight panels [p0, p1) of every token
-// panel, from the contiguous tiles of gemm_panels to y; the tiles' padding is left out.
-void store_chunk(const float* cbuf, int64_t n_xpanels, int64_t p0, int64_t p1, const GemmOperands& op, int64_t n,
-                 int64_t rows) {
-  const float* tile = cbuf;
-  for (int64_t xpi = 0; xpi < n_xpanels; ++xpi) {
-    const int64_t t0 = xpi * kMR;
-    const int mt = static_cast<int>(std::min<int64_t>(kMR, n - t0));
-    for (int64_t p = p0; p < p1; ++p, tile += kMR * kNR) {
-      const int64_t r0 = p * kNR;
-      const int nr = static_cast<int>(std::min<int64_t>(kNR, rows - r0));
-      for (int t = 0; t < mt; ++t) {
-        float* yt = op.y + (t0 + t) * op.ldy + r0;
-        const float* ct = tile + t * kNR;
-        if (op.accumulate) {
-          for (int j = 0; j < nr; ++j) yt[j] += ct[j];
-        } else {
-          std::copy_n(ct, nr, yt);
-        }
-      }
+// Writes (or adds, when accumulating) a finished tile of gemm_panels' buffer, token panel xpi and
+// weight rows [r0, r0 + kNR), to y; the tile's padding is left out.
+void store_tile(const float* tile, int64_t xpi, int64_t r0, const GemmOperands& op, int64_t rows) {
+  const int64_t t0 = xpi * kMR;
+  const int mt = static_cast<int>(std::min<int64_t>(kMR, op.n - t0));
+  const int nr = static_cast<int>(std::min<int64_t>(kNR, rows - r0));
+  for (int t = 0; t < mt; ++t) {
+    float* yt = op.y + (t0 + t) * op.ldy + r0;
+    const float* ct = tile + t * kNR;
+    if (op.accumulate) {
+      for (int j = 0; j < nr; ++j) yt[j] += ct[j];
+    } else {
+      std::copy_n(ct, nr, yt);
     }
   }
 }
@@ -423,11 +416,11 @@ void gemm_panels(const WeightView& w, const GemmOperands& op, ThreadPool* pool) 
     auto* wbuf = static_cast<float*>(w_scratch.get((kChunk + 1) * kWPanel * sizeof(float) + 64));
     float* tmp = wbuf + kChunk * kWPanel;
     // The chunk's outputs are summed over the K slices in a contiguous buffer of whole tiles,
-    // [token panel][weight panel][kMR][kNR], and go to y once, after the last slice. Summed in y
-    // itself, a tile's rows lie y's row length apart, a multiple of 4 KiB for every model shape:
-    // all of them fall in the same L1 set (a 14 x 32 tile is 28 lines for 12 ways) and y's
-    // chunk never stays in L2, so each slice's tile update waited on L3 (an F16 prefill at the
-    // AVX-512 levels 5% slower).
+    // [token panel][weight panel][kMR][kNR], and each goes to y once, in the last slice. Summed in
+    // y itself, a tile's rows lie y's row length apart, a multiple of 4 KiB for every model shape:
+    // all of them fall in the same L1 set (a 14 x 32 tile is 28 lines for 12 ways) and y's chunk
+    // never stays in L2, so each slice's tile update waited on L3 (F16 and BF16 prefill at the
+    // AVX-512 levels 3-16% slower, 2026-11-28).
     thread_local detail::Scratch c_scratch;
     constexpr int64_t kTile = static_cast<int64_t>(kMR) * kNR;
     auto* cbuf = static_cast<float*>(c_scratch.get(static_cast<size_t>(n_xpanels * kChunk * kTile) * sizeof(float)));
@@ -460,11 +453,13 @@ void gemm_panels(const WeightView& w, const GemmOperands& op, ThreadPool* pool) 
             // Its lines are wanted at the end of the k loop: asked for now, they arrive meanwhile.
             for (int64_t line = 0; line < kTile; line += 16) __builtin_prefetch(tile + line, 1, 3);
             micro_kernel(xp + xpi * x_panel + k0 * kMR, wbuf + (p - p0) * kWPanel, kc, tile, k0 == 0);
+            // Stored as soon as it is whole, so that the misses of y's rows overlap the next tiles'
+            // arithmetic (stored in a pass of their own after the slice, 4% of an F16 prefill).
+            if (last) store_tile(tile, xpi, p * kNR, op, w.rows);
           }
           if (xpi >= n_xpanels - window) prefetcher.part(xpi - (n_xpanels - window));
         }
       }
-      store_chunk(cbuf, n_xpanels, p0, p1, op, n, w.rows);
       p0 = n0;
       p1 = n1;
       have = have_next;
