@@ -377,6 +377,8 @@ void store_tile(const float* tile, int64_t xpi, int64_t r0, const GemmOperands& 
     const float* ct = tile + t * kNR;
     if (op.accumulate) {
       for (int j = 0; j < nr; ++j) yt[j] += ct[j];
+    } else if (nr == kNR) {
+      std::memcpy(yt, ct, sizeof(float) * kNR);  // a constant size: a few vector moves, not a call
     } else {
       std::copy_n(ct, nr, yt);
     }
