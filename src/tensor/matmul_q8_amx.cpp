@@ -38,8 +38,10 @@
 #include "tensor/transpose16.h"
 #include "tensor/int8_gemm_driver.h"
 
+// Only the avx512bf16 level: every AMX CPU has AVX512-BF16, and the avx512 level stands for
+// Cascade Lake / Ice Lake, which have none (forcing it on an AMX machine must not use the tiles).
 #if defined(__x86_64__) && defined(KVSLIM_HAS_AVX512F) && defined(KVSLIM_HAS_AVX512BW) && \
-    defined(KVSLIM_HAS_AVX512VL) && defined(KVSLIM_HAS_AVX512VNNI)
+    defined(KVSLIM_HAS_AVX512VL) && defined(KVSLIM_HAS_AVX512VNNI) && defined(KVSLIM_HAS_AVX512BF16)
 #define KVSLIM_AMX_GEMM 1
 #endif
 
