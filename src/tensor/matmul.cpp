@@ -497,6 +497,11 @@ void matmul(const WeightView& w, const float* x, int64_t n, float* y, ThreadPool
     detail::matmul_q8(w, x, n, y, pool);
     return;
   }
+  // AMX works on 16-token tiles; below one tile the f32 GEMM wastes less.
+  if ((w.type == DType::F16 || w.type == DType::BF16) && n >= 16 && detail::amx_bf16_usable()) {
+    detail::matmul_bf16_amx(w, x, n, y, pool);
+    return;
+  }
   // BF16 too, also where AVX512-BF16 could multiply the bf16 panels with vdpbf16ps: that GEMM
   // (x rounded to bf16) ran at 172-184 GFLOP/s on a Sapphire Rapids-class VM where widening the
   // panels to f32 runs at 250-268 (2026-11-27), and the f32 form keeps x exact.
@@ -528,6 +533,10 @@ void gemm_f32_nn(const float* x, int64_t ldx, int64_t n, const float* w, int64_t
 
 const char* matmul_kernel(DType type) {
   if (detail::matmul_q8_takes(type)) return detail::matmul_q8_kernel(type);
+  if ((type == DType::F16 || type == DType::BF16) && detail::amx_bf16_usable()) {
+    return type == DType::F16 ? "amx bf16 gemm, 5 exact terms (avx512 f32 gemm 14x32 below 16 tokens)"
+                              : "amx bf16 gemm, 3 exact terms (avx512 f32 gemm 14x32 below 16 tokens)";
+  }
   const char* f32_gemm =
 #if defined(KVSLIM_HAS_AVX512F)
       "avx512 f32 gemm 14x32";

@@ -29,6 +29,14 @@ bool amx_int8_usable();
 void matmul_q8(const WeightView& w, const float* x, int64_t n, float* y, ThreadPool& pool,
                Int8Gemm path = Int8Gemm::Auto);
 
+// True at the avx512bf16 level when the CPU has AMX-BF16 tiles and, as for amx_int8_usable, the
+// kernel grants them and KVSLIM_NO_AMX is unset or "0". matmul then takes F16 and BF16 prefills
+// of 16 tokens or more to matmul_bf16_amx: Y = X W^T on bf16 tiles with x and w split into exact
+// bf16 terms, as accurate as the f32 GEMM (matmul_bf16_amx.cpp). Other types, or where it is not
+// usable, throw.
+bool amx_bf16_usable();
+void matmul_bf16_amx(const WeightView& w, const float* x, int64_t n, float* y, ThreadPool& pool);
+
 // unpack_int8_block, quantize_x_block (shared by the AVX2, VNNI, AMX and NEON kernels, so all see
 // the same int8 values), matmul_q8_amx, matmul_q8_avx2 and matmul_q8_neon exist per level only
 // (tensor/tensor_isa.inc).

@@ -19,14 +19,7 @@
 // kernels give identical bits. Threads take 128-row weight groups from a queue, so each output
 // is computed by one thread in a fixed order.
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
-
-#if defined(__x86_64__)
-#include <cpuid.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-#endif
 
 #include "tensor/kernels.h"
 #include "tensor/matmul_internal.h"
@@ -37,6 +30,7 @@
 #include "tensor/simd.h"
 #include "tensor/transpose16.h"
 #include "tensor/int8_gemm_driver.h"
+#include "tensor/amx_tiles.h"
 
 // Only the avx512bf16 level: every AMX CPU has AVX512-BF16, and the avx512 level stands for
 // Cascade Lake / Ice Lake, which have none (forcing it on an AMX machine must not use the tiles).
@@ -55,48 +49,16 @@ constexpr int kT = 16;                             // tokens per X panel (B tile
 constexpr int kR = 16;                             // weight rows per panel (A tile rows)
 constexpr size_t kXBlockBytes = 512 + kT * 4 * 2;  // B tile [8][16][4], d_x [16], sum(q) [16]
 
-bool detect_amx_int8() {
-  const char* off = std::getenv("KVSLIM_NO_AMX");
-  if (off != nullptr && off[0] != '\0' && std::strcmp(off, "0") != 0) return false;
-  unsigned a, b, c, d;
-  if (__get_cpuid_count(7, 0, &a, &b, &c, &d) == 0) return false;
-  const bool tile = (d >> 24) & 1u, int8 = (d >> 25) & 1u;
-  if (!tile || !int8) return false;
-  // The tile state is off until the process asks the kernel for it (Linux 5.16+).
-  constexpr long kArchReqXcompPerm = 0x1023;
-  constexpr long kXfeatureXtiledata = 18;
-  return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
-}
-
-struct alignas(64) TileConfig {
-  uint8_t palette = 1;
-  uint8_t start_row = 0;
-  uint8_t reserved[14] = {};
-  uint16_t colsb[16] = {};
-  uint8_t rows[16] = {};
-};
-
-// GCC 12's _tile_loadconfig declares an 8-byte memory operand, so the compiler dropped the
-// stores of the rows and column widths as dead and the tiles stayed unconfigured: the first
-// tileloadd raised SIGILL on Sapphire Rapids (seen 2026-11-27). This asm reads the whole config.
-__attribute__((target("amx-tile"))) void load_tile_config() {
+// Tile registers 0-3: C, 16 weight rows x 16 int32 (tokens); 4-5: A, 16 weight rows x 32 int8
+// (one block); 6-7: B, 8 quads x 16 tokens x 4 int8.
+void load_int8_tile_config() {
   TileConfig cfg;
-  for (int t = 0; t < 4; ++t) {
-    cfg.rows[t] = 16;  // C: 16 weight rows x 16 int32 (tokens)
-    cfg.colsb[t] = 64;
+  for (int t = 0; t < 8; ++t) {
+    cfg.rows[t] = t >= 6 ? 8 : 16;
+    cfg.colsb[t] = t == 4 || t == 5 ? 32 : 64;
   }
-  for (int t = 4; t < 6; ++t) {
-    cfg.rows[t] = 16;  // A: 16 weight rows x 32 int8 (one block)
-    cfg.colsb[t] = 32;
-  }
-  for (int t = 6; t < 8; ++t) {
-    cfg.rows[t] = 8;  // B: 8 quads x 16 tokens x 4 int8
-    cfg.colsb[t] = 64;
-  }
-  asm volatile("ldtilecfg %0" : : "m"(cfg));
+  load_tile_config(cfg);
 }
-
-__attribute__((target("amx-tile"))) void release_tiles() { _tile_release(); }
 
 void pack_x_panel(const float* x, int64_t n, int64_t k, int64_t t0, uint8_t* dst) {
   const int64_t nb = k / kQ8Block;
@@ -273,7 +235,7 @@ void store_totals(const float* tot, float* y, int64_t ldy, int mt0, int mt1, int
 }  // namespace
 
 bool amx_int8_usable() {
-  static const bool usable = detect_amx_int8();
+  static const bool usable = amx_granted(kAmxInt8Bit);
   return usable;
 }
 
@@ -303,7 +265,7 @@ void matmul_q8_amx(const WeightView& w, const float* x, int64_t n, float* y, Thr
         static_cast<float*>(t_scratch.get(static_cast<size_t>((n_xpanels + 1) / 2) * (kGroup / 2) * 1024 * 4));
     const auto* scales = reinterpret_cast<const float*>(ap + kGroup * kAPanelBytes);
     const float* mins = scales + kGroup * kInt8SliceBlocks * kR;
-    load_tile_config();
+    load_int8_tile_config();
     int64_t g0, g1;
     while (queue.pop(g0, g1)) {
       const int64_t r0 = g0 * kGroup * kR;
