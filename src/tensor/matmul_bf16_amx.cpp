@@ -126,7 +126,7 @@ inline void load_row32(DType type, const uint8_t* row, int64_t k0, __mmask16 m0,
 
 // Rows [r0, r0 + 16 * np) x chunks [c0, c0 + nc) of w into a group's slice, per panel
 // [chunk][term][16 pairs][16 rows][2 bf16]; rows past the end and columns past k are 0. Each row's
-// slice is read in one sweep (prefetching its next slice) and split into `stage`
+// slice is read in one sweep (prefetching what follows) and split into `stage`
 // ([chunk][term][row][16 pairs]); each chunk's terms are then transposed into B tiles.
 void pack_w_group(const WeightView& w, int64_t r0, int np, int64_t c0, int64_t nc, uint8_t* dst) {
   const int terms = w.type == DType::F16 ? 2 : 1;
@@ -134,16 +134,19 @@ void pack_w_group(const WeightView& w, int64_t r0, int np, int64_t c0, int64_t n
   const int64_t k0 = c0 * kKT, k1 = std::min(w.cols, (c0 + nc) * kKT);
   const auto* base = static_cast<const uint8_t*>(w.data) + row_bytes(w.type, k0);
   const size_t slice_bytes = row_bytes(w.type, k1 - k0);
-  const size_t next_bytes = row_bytes(w.type, std::min(w.cols, k1 + nc * kKT) - k1);
+  // What each row prefetches: its next two slices (the first of them mostly on its way already),
+  // one line more where the row's slice does not start on a line.
+  const int64_t ahead = std::min(w.cols, k1 + 2 * kSliceChunks * kKT) - k1;
+  const size_t ahead_bytes = ahead > 0 ? row_bytes(w.type, ahead) + 64 : 0;
   alignas(64) uint8_t stage[kSliceChunks][kWTerms][kR][64];
   for (int p = 0; p < np; ++p) {
     for (int j = 0; j < kR; ++j) {
       const int64_t r = r0 + p * kR + j;
       const uint8_t* row = base + static_cast<size_t>(r) * stride;
-      // The row's next slice, while this one is unpacked: rows lie a multiple of 4 KiB apart, so a
-      // group's slice sits in one set of L1 and the hardware prefetchers see 128 short streams.
+      // Rows lie a multiple of 4 KiB apart, so a group's slice sits in one set of L1 and the
+      // hardware prefetchers see 128 short streams: without this the unpacking waited on memory.
       if (r < w.rows) {
-        for (size_t b = 0; b < next_bytes; b += 64) __builtin_prefetch(row + slice_bytes + b, 0, 2);
+        for (size_t b = 0; b < ahead_bytes; b += 64) __builtin_prefetch(row + slice_bytes + b, 0, 2);
       }
       for (int64_t c = 0; c < nc; ++c) {
         __m512i t[kWTerms] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
