@@ -102,6 +102,36 @@ TEST(AmxBf16Gemm, EveryTermOfTheSplitCounts) {
   expect_exact_to_f32(make_weights(DType::BF16, rows, cols, wv), x, n, 1e-6, "bf16");
 }
 
+// Attention's products take f32 on both sides: w = 2^e (1 + 2^-9 + 2^-18) needs three terms as x
+// does, and leaving out w3 x1 is off by 2^-18 of the sum. nt reads W as rows, nn as columns.
+TEST(AmxBf16Gemm, AttentionProductsKeepEveryTermOfF32) {
+  if (!amx_bf16_level_usable()) GTEST_SKIP() << "no usable AMX-BF16 at the avx512bf16 level";
+  const ScopedIsa scoped(Isa::Avx512Bf16);
+  const int64_t rows = 20, k = 96, n = 18;
+  std::vector<float> w(rows * k), x(n * k);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = std::ldexp(1.0f + 0x1p-9f + 0x1p-18f, int(i % 5) - 2);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = std::ldexp(1.0f + 0x1p-9f + 0x1p-18f, int(i % 7) - 3);
+  for (bool transposed : {false, true}) {
+    std::vector<float> y(size_t(n * rows));
+    if (transposed) {
+      gemm_f32_nn(x.data(), k, n, w.data(), k, rows, y.data(), rows, false);
+    } else {
+      gemm_f32_nt(x.data(), k, n, w.data(), rows, k, y.data(), rows, false);
+    }
+    for (int64_t t = 0; t < n; ++t) {
+      for (int64_t r = 0; r < rows; ++r) {
+        double want = 0.0;
+        for (int64_t c = 0; c < k; ++c) {
+          const double wv = transposed ? w[size_t(c * rows + r)] : w[size_t(r * k + c)];
+          want += wv * double(x[size_t(t * k + c)]);
+        }
+        ASSERT_LE(std::fabs(y[size_t(t * rows + r)] - want), 1e-6 * want)
+            << (transposed ? "nn" : "nt") << " token " << t << " row " << r;
+      }
+    }
+  }
+}
+
 TEST(AmxBf16Gemm, SameBitsOnOneThreadAndTwo) {
   if (!amx_bf16_level_usable()) GTEST_SKIP() << "no usable AMX-BF16 at the avx512bf16 level";
   const ScopedIsa scoped(Isa::Avx512Bf16);

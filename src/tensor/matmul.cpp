@@ -520,6 +520,7 @@ void gemm_f32_nt(const float* x, int64_t ldx, int64_t n, const float* w, int64_t
                  int64_t ldy, bool accumulate) {
   if (n <= 0 || w_rows <= 0) return;
   if (k <= 0) return zero_rows_unless(accumulate, y, ldy, n, w_rows);
+  if (n >= 16 && detail::amx_bf16_usable()) return detail::gemm_f32_nt_amx(x, ldx, n, w, w_rows, k, y, ldy, accumulate);
   gemm_panels<F32Panels>(WeightView{DType::F32, w, w_rows, k}, GemmOperands{x, ldx, n, y, ldy, accumulate}, nullptr);
 }
 
@@ -527,6 +528,7 @@ void gemm_f32_nn(const float* x, int64_t ldx, int64_t n, const float* w, int64_t
                  int64_t ldy, bool accumulate) {
   if (n <= 0 || w_cols <= 0) return;
   if (k <= 0) return zero_rows_unless(accumulate, y, ldy, n, w_cols);
+  if (n >= 16 && detail::amx_bf16_usable()) return detail::gemm_f32_nn_amx(x, ldx, n, w, k, w_cols, y, ldy, accumulate);
   gemm_panels<F32TransposedPanels>(WeightView{DType::F32, w, w_cols, k}, GemmOperands{x, ldx, n, y, ldy, accumulate},
                                    nullptr);
 }
