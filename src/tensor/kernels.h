@@ -37,6 +37,16 @@ void quantize_row_iq4_xs(const float* x, BlockIQ4_XS* y, int64_t nb);
 // The mxfp4 quantiser, `nb` blocks of 32 values (quantize_mxfp4.cpp).
 void quantize_row_mxfp4(const float* x, BlockMXFP4* y, int64_t nb);
 
+// X and Y of one GEMM (the f32 GEMM of matmul.cpp, the AMX-BF16 one): n rows of X, ldx floats
+// apart; Y rows ldy floats apart, overwritten or (accumulate) added to.
+struct GemmOperands {
+  const float* x;
+  int64_t ldx, n;
+  float* y;
+  int64_t ldy;
+  bool accumulate;
+};
+
 // A 64-byte aligned buffer that grows on demand and is never shrunk; used thread-locally so that
 // hot kernels allocate only on their first call.
 class Scratch {

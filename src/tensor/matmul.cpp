@@ -356,19 +356,9 @@ struct F32TransposedPanels : F32Panels {
   }
 };
 
-// X and Y of one product: n rows of X, ldx floats apart; Y rows ldy floats apart, overwritten
-// or (accumulate) added to.
-struct GemmOperands {
-  const float* x;
-  int64_t ldx, n;
-  float* y;
-  int64_t ldy;
-  bool accumulate;
-};
-
 // Writes (or adds, when accumulating) a finished tile of gemm_panels' buffer, token panel xpi and
 // weight rows [r0, r0 + kNR), to y; the tile's padding is left out.
-void store_tile(const float* tile, int64_t xpi, int64_t r0, const GemmOperands& op, int64_t rows) {
+void store_tile(const float* tile, int64_t xpi, int64_t r0, const detail::GemmOperands& op, int64_t rows) {
   const int64_t t0 = xpi * kMR;
   const int mt = static_cast<int>(std::min<int64_t>(kMR, op.n - t0));
   const int nr = static_cast<int>(std::min<int64_t>(kNR, rows - r0));
@@ -388,7 +378,7 @@ void store_tile(const float* tile, int64_t xpi, int64_t r0, const GemmOperands& 
 // The blocked GEMM over a panel format P (F32Panels or F32TransposedPanels), on the
 // pool's threads, or on the calling thread alone when pool is null.
 template <class P>
-void gemm_panels(const WeightView& w, const GemmOperands& op, ThreadPool* pool) {
+void gemm_panels(const WeightView& w, const detail::GemmOperands& op, ThreadPool* pool) {
   const float* x = op.x;
   const int64_t n = op.n;
   const int64_t k = w.cols;
@@ -505,7 +495,7 @@ void matmul(const WeightView& w, const float* x, int64_t n, float* y, ThreadPool
   // BF16 too, also where AVX512-BF16 could multiply the bf16 panels with vdpbf16ps: that GEMM
   // (x rounded to bf16) ran at 172-184 GFLOP/s on a Sapphire Rapids-class VM where widening the
   // panels to f32 runs at 250-268 (2026-11-27), and the f32 form keeps x exact.
-  gemm_panels<F32Panels>(w, GemmOperands{x, w.cols, n, y, w.rows, false}, &pool);
+  gemm_panels<F32Panels>(w, detail::GemmOperands{x, w.cols, n, y, w.rows, false}, &pool);
 }
 
 namespace {
@@ -521,7 +511,8 @@ void gemm_f32_nt(const float* x, int64_t ldx, int64_t n, const float* w, int64_t
   if (n <= 0 || w_rows <= 0) return;
   if (k <= 0) return zero_rows_unless(accumulate, y, ldy, n, w_rows);
   if (n >= 16 && detail::amx_bf16_usable()) return detail::gemm_f32_nt_amx(x, ldx, n, w, w_rows, k, y, ldy, accumulate);
-  gemm_panels<F32Panels>(WeightView{DType::F32, w, w_rows, k}, GemmOperands{x, ldx, n, y, ldy, accumulate}, nullptr);
+  gemm_panels<F32Panels>(WeightView{DType::F32, w, w_rows, k}, detail::GemmOperands{x, ldx, n, y, ldy, accumulate},
+                         nullptr);
 }
 
 void gemm_f32_nn(const float* x, int64_t ldx, int64_t n, const float* w, int64_t k, int64_t w_cols, float* y,
@@ -529,8 +520,8 @@ void gemm_f32_nn(const float* x, int64_t ldx, int64_t n, const float* w, int64_t
   if (n <= 0 || w_cols <= 0) return;
   if (k <= 0) return zero_rows_unless(accumulate, y, ldy, n, w_cols);
   if (n >= 16 && detail::amx_bf16_usable()) return detail::gemm_f32_nn_amx(x, ldx, n, w, k, w_cols, y, ldy, accumulate);
-  gemm_panels<F32TransposedPanels>(WeightView{DType::F32, w, w_cols, k}, GemmOperands{x, ldx, n, y, ldy, accumulate},
-                                   nullptr);
+  gemm_panels<F32TransposedPanels>(WeightView{DType::F32, w, w_cols, k},
+                                   detail::GemmOperands{x, ldx, n, y, ldy, accumulate}, nullptr);
 }
 
 const char* matmul_kernel(DType type) {

@@ -5,12 +5,12 @@
 // weights to bf16 would lose precision, so both are split into sums of bf16 terms that are exact:
 //   x = x1 + x2 + x3  (each the previous remainder rounded to bf16: 24 = 3 x 8 significant bits),
 //   w = w1 + w2       (f16 has 11 significant bits; a bf16 weight is w1 alone; f32 takes three).
-// Each product of two terms is exact in f32 (wi x1 <= 2^-8(i-1) |w x|, and so on), and only products
-// wi xj with i + j > 4 are left out: w2 x3 and w3 x2, each below 2^-25 |w x|, half a unit in the
-// last place of an f32 product. So an F16 weight costs five tile products, a BF16 weight three and
-// an f32 operand six, and the result is the exact sum of exact products, rounded as an f32 GEMM
-// rounds its sums. A tile product (16 x 16 outputs, 32 deep)
-// runs in 16 cycles: 512 multiply-adds a cycle, against 32 for AVX-512 FMAs.
+// Each product of two terms is exact in f32. A value's second term is at most 2^-8 of it and its
+// third 2^-17, so leaving out the products wi xj with i + j > 4 (w2 x3 and w3 x2) loses under
+// 2^-25 |w x| each, half a unit in the last place of an f32 product. So an F16 weight costs five
+// tile products, a BF16 weight three and an f32 operand six, and the result is the exact sum of
+// exact products, rounded as an f32 GEMM rounds its sums. A tile product (16 x 16 outputs, 32
+// deep) runs in 16 cycles: 512 multiply-adds a cycle, against 32 for AVX-512 FMAs.
 //
 // Layout. A tiles are x: 16 tokens x 32 k of one term (rows of 64 bytes), so C tiles are
 // 16 tokens x 16 weight rows of f32, already in y's orientation. B tiles are a weight panel:
@@ -153,9 +153,8 @@ inline void load_row32(DType type, const uint8_t* row, int64_t k0, __mmask16 m0,
 
 // Rows [r0, r0 + 16 * np) x chunks [c0, c0 + nc) of w (f16, bf16 or f32, in wterms terms) into a
 // group's slice, per panel [chunk][term][16 pairs][16 rows][2 bf16]; rows past the end and columns
-// past k are 0. Each row's
-// slice is read in one sweep (prefetching what follows) and split into `stage`
-// ([chunk][term][row][16 pairs]); each chunk's terms are then transposed into B tiles.
+// past k are 0. Each row's slice is read in one sweep (prefetching what follows) and split into
+// `stage` ([chunk][term][row][16 pairs]); each chunk's terms are then transposed into B tiles.
 void pack_w_group(const WeightView& w, int wterms, int64_t r0, int np, int64_t c0, int64_t nc, uint8_t* dst) {
   const size_t stride = row_bytes(w.type, w.cols);
   const int64_t k0 = c0 * kKT, k1 = std::min(w.cols, (c0 + nc) * kKT);
@@ -169,15 +168,15 @@ void pack_w_group(const WeightView& w, int wterms, int64_t r0, int np, int64_t c
   for (int p = 0; p < np; ++p) {
     for (int j = 0; j < kR; ++j) {
       const int64_t r = r0 + p * kR + j;
-      const uint8_t* row = base + static_cast<size_t>(r) * stride;
+      const uint8_t* row = r < w.rows ? base + static_cast<size_t>(r) * stride : nullptr;
       // Rows lie a multiple of 4 KiB apart, so a group's slice sits in one set of L1 and the
       // hardware prefetchers see 128 short streams: without this the unpacking waited on memory.
-      if (r < w.rows) {
+      if (row != nullptr) {
         for (size_t b = 0; b < ahead_bytes; b += 64) __builtin_prefetch(row + slice_bytes + b, 0, 2);
       }
       for (int64_t c = 0; c < nc; ++c) {
         __m512i t[kWTerms] = {_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512()};
-        if (r < w.rows) {
+        if (row != nullptr) {
           const int64_t left = std::min<int64_t>(kKT, w.cols - (c0 + c) * kKT);
           __m512 lo, hi;
           if (left == kKT) {
@@ -299,20 +298,10 @@ void store_totals(const float* tot, float* y, int64_t ldy, int mt0, int mt1, int
   }
 }
 
-// X and Y of one product: n rows of X, ldx floats apart; Y rows ldy floats apart, overwritten
-// or (accumulate) added to.
-struct TileOperands {
-  const float* x;
-  int64_t ldx, n;
-  float* y;
-  int64_t ldy;
-  bool accumulate;
-};
-
 // Y = X W^T for a W of `rows` rows and k columns, in wterms terms, whose group slices
 // pack_group(r0, np, c0, nc, dst) packs; on the pool's threads, or on this one when pool is null.
 template <class PackGroup>
-void tile_gemm(int64_t rows, int64_t k, int wterms, const TileOperands& op, ThreadPool* pool, PackGroup&& pack_group) {
+void tile_gemm(int64_t rows, int64_t k, int wterms, const GemmOperands& op, ThreadPool* pool, PackGroup&& pack_group) {
   const int64_t n = op.n;
   const int64_t chunks = (k + kKT - 1) / kKT;
   const int64_t n_xpanels = (n + kT - 1) / kT;
@@ -395,7 +384,7 @@ void matmul_bf16_amx(const WeightView& w, const float* x, int64_t n, float* y, T
   require_usable("matmul_bf16_amx");
   const int wterms = w.type == DType::F16 ? 2 : 1;
   tile_gemm(
-      w.rows, w.cols, wterms, TileOperands{x, w.cols, n, y, w.rows, false}, &pool,
+      w.rows, w.cols, wterms, GemmOperands{x, w.cols, n, y, w.rows, false}, &pool,
       [&](int64_t r0, int np, int64_t c0, int64_t nc, uint8_t* dst) { pack_w_group(w, wterms, r0, np, c0, nc, dst); });
 }
 
@@ -403,7 +392,7 @@ void gemm_f32_nt_amx(const float* x, int64_t ldx, int64_t n, const float* w, int
                      int64_t ldy, bool accumulate) {
   require_usable("gemm_f32_nt_amx");
   const WeightView wv{DType::F32, w, w_rows, k};
-  tile_gemm(w_rows, k, kWTerms, TileOperands{x, ldx, n, y, ldy, accumulate}, nullptr,
+  tile_gemm(w_rows, k, kWTerms, GemmOperands{x, ldx, n, y, ldy, accumulate}, nullptr,
             [&](int64_t r0, int np, int64_t c0, int64_t nc, uint8_t* dst) {
               pack_w_group(wv, kWTerms, r0, np, c0, nc, dst);
             });
@@ -412,7 +401,7 @@ void gemm_f32_nt_amx(const float* x, int64_t ldx, int64_t n, const float* w, int
 void gemm_f32_nn_amx(const float* x, int64_t ldx, int64_t n, const float* w, int64_t k, int64_t w_cols, float* y,
                      int64_t ldy, bool accumulate) {
   require_usable("gemm_f32_nn_amx");
-  tile_gemm(w_cols, k, kWTerms, TileOperands{x, ldx, n, y, ldy, accumulate}, nullptr,
+  tile_gemm(w_cols, k, kWTerms, GemmOperands{x, ldx, n, y, ldy, accumulate}, nullptr,
             [&](int64_t r0, int np, int64_t c0, int64_t nc, uint8_t* dst) {
               pack_wt_group(w, w_cols, k, r0, np, c0, nc, dst);
             });
