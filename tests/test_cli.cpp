@@ -103,6 +103,7 @@ TEST(Cli, BenchJsonReportsMedians) {
   EXPECT_FALSE(sys["weight_kernels"]["q4_k"]["prefill"].get<std::string>().empty());
   for (const char* kv : {"f32", "f16", "bf16", "q8_0"})
     EXPECT_FALSE(sys["kv_kernels"][kv].get<std::string>().empty()) << kv;
+  EXPECT_FALSE(sys["attention_prefill_kernel"].get<std::string>().empty());
 }
 
 TEST(Cli, MissingModelFileIsOneClearLine) {

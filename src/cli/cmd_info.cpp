@@ -141,6 +141,7 @@ void add_info_command(CLI::App& app) {
       for (const auto& [type, k] : sys["kv_kernels"].items())
         fmt::print("{:<20} {}\n", "kv " + type, k.get<std::string>());
     }
+    fmt::print("{:<20} {}\n", "attention prefill", sys["attention_prefill_kernel"].get<std::string>());
   });
 }
 

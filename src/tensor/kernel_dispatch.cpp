@@ -40,6 +40,8 @@ const char* matvec_kernel(DType type) { KVSLIM_ISA_DISPATCH(matvec_kernel(type))
 
 const char* matmul_kernel(DType type) { KVSLIM_ISA_DISPATCH(matmul_kernel(type)); }
 
+const char* attention_gemm_kernel() { KVSLIM_ISA_DISPATCH(attention_gemm_kernel()); }
+
 bool bf16_weights_round_x() { KVSLIM_ISA_DISPATCH(bf16_weights_round_x()); }
 
 void rmsnorm(const float* x, const float* weight, float* y, int64_t n, float eps) {

@@ -524,23 +524,30 @@ void gemm_f32_nn(const float* x, int64_t ldx, int64_t n, const float* w, int64_t
                                    detail::GemmOperands{x, ldx, n, y, ldy, accumulate}, nullptr);
 }
 
+namespace {
+constexpr const char* kF32Gemm =
+#if defined(KVSLIM_HAS_AVX512F)
+    "avx512 f32 gemm 14x32";
+#elif defined(KVSLIM_HAS_AVX2)
+    "avx2 f32 gemm 6x16";
+#elif defined(KVSLIM_HAS_NEON)
+    "neon f32 gemm 8x12";
+#else
+    "scalar f32 gemm 4x8";
+#endif
+}  // namespace
+
 const char* matmul_kernel(DType type) {
   if (detail::matmul_q8_takes(type)) return detail::matmul_q8_kernel(type);
   if ((type == DType::F16 || type == DType::BF16) && detail::amx_bf16_usable()) {
     return type == DType::F16 ? "amx bf16 gemm, 5 exact terms (avx512 f32 gemm 14x32 below 16 tokens)"
                               : "amx bf16 gemm, 3 exact terms (avx512 f32 gemm 14x32 below 16 tokens)";
   }
-  const char* f32_gemm =
-#if defined(KVSLIM_HAS_AVX512F)
-      "avx512 f32 gemm 14x32";
-#elif defined(KVSLIM_HAS_AVX2)
-      "avx2 f32 gemm 6x16";
-#elif defined(KVSLIM_HAS_NEON)
-      "neon f32 gemm 8x12";
-#else
-      "scalar f32 gemm 4x8";
-#endif
-  return f32_gemm;
+  return kF32Gemm;
+}
+
+const char* attention_gemm_kernel() {
+  return detail::amx_bf16_usable() ? "amx bf16 gemm, 6 exact terms (avx512 f32 gemm 14x32 below 16 queries)" : kF32Gemm;
 }
 
 }  // namespace kvslim::KVSLIM_ISA_NS

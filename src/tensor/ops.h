@@ -52,6 +52,8 @@ bool bf16_weights_round_x();
 // decode's matvec and prefill's matmul, e.g. "avx2 f32 gemm 6x16".
 const char* matvec_kernel(DType type);
 const char* matmul_kernel(DType type);
+// What runs prefill attention's products (gemm_f32_nt / _nn).
+const char* attention_gemm_kernel();
 
 // y = x / sqrt(mean(x^2) + eps) * weight
 void rmsnorm(const float* x, const float* weight, float* y, int64_t n, float eps);
