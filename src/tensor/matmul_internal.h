@@ -31,9 +31,10 @@ void matmul_q8(const WeightView& w, const float* x, int64_t n, float* y, ThreadP
 
 // True at the avx512bf16 level when the CPU has AMX-BF16 tiles and, as for amx_int8_usable, the
 // kernel grants them and KVSLIM_NO_AMX is unset or "0". matmul then takes F16 and BF16 prefills
-// of 16 tokens or more to matmul_bf16_amx: Y = X W^T on bf16 tiles with x and w split into exact
-// bf16 terms, as accurate as the f32 GEMM (matmul_bf16_amx.cpp). Other types, or where it is not
-// usable, throw.
+// of 16 tokens or more to matmul_bf16_amx, and gemm_f32_nt / _nn products of 16 rows or more to
+// gemm_f32_nt_amx / _nn_amx (tensor_isa.inc): Y = X W^T on bf16 tiles with both sides split into
+// exact bf16 terms, as accurate as the f32 GEMM (matmul_bf16_amx.cpp). matmul_bf16_amx refuses
+// other weight types; all three throw where AMX-BF16 is not usable.
 bool amx_bf16_usable();
 void matmul_bf16_amx(const WeightView& w, const float* x, int64_t n, float* y, ThreadPool& pool);
 
