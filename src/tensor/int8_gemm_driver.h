@@ -11,6 +11,7 @@
 #include "tensor/kernels.h"
 #include "tensor/matmul_internal.h"
 #include "tensor/isa_begin.h"
+#include "tensor/simd.h"
 
 namespace kvslim::KVSLIM_ISA_NS::detail {
 
@@ -99,8 +100,7 @@ inline void store_tile_512(const __m512 (&facc)[kMR][kV], float* c, int64_t ldc,
   __mmask16 masks[kV];
   for (int v = 0; v < kV; ++v) {
     const int left = nr - 16 * v;
-    masks[v] = left >= 16 ? static_cast<__mmask16>(0xffff)
-                          : (left > 0 ? static_cast<__mmask16>((1u << left) - 1) : static_cast<__mmask16>(0));
+    masks[v] = first_lanes16(left);
   }
 #pragma GCC unroll 8
   for (int t = 0; t < kMR; ++t) {

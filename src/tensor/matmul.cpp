@@ -147,7 +147,7 @@ void pack_w_panel(const WeightView& w, int64_t r0, int64_t k0, int64_t kc, float
   const int64_t base = src.base;
   for (int64_t kk = 0; kk < kc; kk += 16) {
     const int cols = static_cast<int>(std::min<int64_t>(16, kc - kk));
-    const __mmask16 m = cols == 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << cols) - 1);
+    const __mmask16 m = detail::first_lanes16(cols);
     for (int half = 0; half < kNR / 16; ++half) {
       __m512 v[16];
       for (int i = 0; i < 16; ++i) {

@@ -31,6 +31,7 @@
 #include "util/error.h"
 
 #include "tensor/isa_begin.h"
+#include "tensor/simd.h"
 #include "tensor/transpose16.h"
 #include "tensor/int8_gemm_driver.h"
 #include "tensor/amx_tiles.h"
@@ -102,10 +103,8 @@ inline void split_terms(int terms, __m512 lo, __m512 hi, __m512i t[kWTerms]) {
 
 // Masks of the first and second 16 of a chunk's `left` valid columns.
 inline void chunk_masks(int64_t left, __mmask16& m0, __mmask16& m1) {
-  m0 = left >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << left) - 1);
-  m1 = left >= 32   ? static_cast<__mmask16>(0xffff)
-       : left <= 16 ? static_cast<__mmask16>(0)
-                    : static_cast<__mmask16>((1u << (left - 16)) - 1);
+  m0 = first_lanes16(left);
+  m1 = first_lanes16(left - 16);
 }
 
 // Token panel t0 of x (n rows of k, ldx floats apart), split and packed as
@@ -214,7 +213,7 @@ void pack_wt_group(const float* vt, int64_t rows, int64_t k, int64_t r0, int np,
   for (int p = 0; p < np; ++p) {
     const int64_t d0 = r0 + p * kR;
     const int64_t live = std::clamp<int64_t>(rows - d0, 0, kR);
-    const __mmask16 dm = live >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << live) - 1);
+    const __mmask16 dm = first_lanes16(live);
     for (int64_t c = 0; c < nc; ++c) {
       uint8_t* chunk = dst + p * w_panel_bytes(kWTerms) + c * kWTerms * kTileBytes;
       for (int q = 0; q < 16; ++q) {
@@ -284,7 +283,7 @@ void store_totals(const float* tot, float* y, int64_t ldy, int mt0, int mt1, int
   for (int j = 0; j < 2; ++j) {
     const int nr = j == 0 ? nr0 : nr1;
     if (nr <= 0) continue;
-    const __mmask16 m = nr >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << nr) - 1);
+    const __mmask16 m = first_lanes16(nr);
     for (int i = 0; i < 2; ++i) {
       const int mt = i == 0 ? mt0 : mt1;
       const float* tile = tot + 256 * (2 * i + j);

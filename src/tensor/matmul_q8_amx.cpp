@@ -97,7 +97,7 @@ void pack_w_group(const WeightView& w, int64_t r0, int np, int64_t b0, int64_t n
   auto* scales = reinterpret_cast<float*>(dst + kGroup * kAPanelBytes);
   float* mins = scales + kGroup * kInt8SliceBlocks * kR;
   const int q8_block = static_cast<int>(dtype_block_bytes(DType::Q8_0));
-  const __mmask16 bm = nbk >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << nbk) - 1);
+  const __mmask16 bm = first_lanes16(nbk);
   const __m512i scale_offsets = _mm512_mullo_epi32(
       _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), _mm512_set1_epi32(q8_block));
   for (int p = 0; p < np; ++p) {
@@ -220,7 +220,7 @@ void store_totals(const float* tot, float* y, int64_t ldy, int mt0, int mt1, int
   for (int i = 0; i < 2; ++i) {
     const int nr = i == 0 ? nr0 : nr1;
     if (nr <= 0) continue;
-    const __mmask16 m = nr >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << nr) - 1);
+    const __mmask16 m = first_lanes16(nr);
     for (int j = 0; j < 2; ++j) {
       const int mt = j == 0 ? mt0 : mt1;
       if (mt <= 0) continue;

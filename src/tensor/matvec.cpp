@@ -85,7 +85,7 @@ inline float dot_row_float(const uint8_t* row, const float* x, int64_t n, size_t
   }
   for (; i + 16 <= n; i += 16) acc0 = _mm512_fmadd_ps(L::load(row, i), _mm512_loadu_ps(x + i), acc0);
   if (i < n) {
-    const __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1);
+    const __mmask16 m = detail::first_lanes16(n - i);
     acc1 = _mm512_fmadd_ps(L::load_tail(row, i, m), _mm512_maskz_loadu_ps(m, x + i), acc1);
   }
   return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(acc0, acc1), _mm512_add_ps(acc2, acc3)));

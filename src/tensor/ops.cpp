@@ -188,7 +188,7 @@ void softmax_inplace(float* x, int64_t n, float sink) {
       vsum = _mm512_add_ps(vsum, e);
     }
     if (i < n) {
-      const __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1);
+      const __mmask16 m = detail::first_lanes16(n - i);
       const __m512 e = exp512(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + i), vmax));
       _mm512_mask_storeu_ps(x + i, m, e);
       vsum = _mm512_add_ps(vsum, _mm512_maskz_mov_ps(m, e));
@@ -243,7 +243,7 @@ void swiglu(const float* gate, const float* up, float* out, int64_t n) {
 #if defined(KVSLIM_HAS_AVX512F)
   const __m512 one = _mm512_set1_ps(1.0f);
   for (; i < n; i += 16) {
-    const __mmask16 m = n - i >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << (n - i)) - 1);
+    const __mmask16 m = detail::first_lanes16(n - i);
     const __m512 g = _mm512_maskz_loadu_ps(m, gate + i);
     const __m512 u = _mm512_maskz_loadu_ps(m, up + i);
     const __m512 e = exp512(_mm512_sub_ps(_mm512_setzero_ps(), g));
@@ -308,7 +308,7 @@ float dot(const float* a, const float* b, int64_t n) {
   }
   for (; i + 16 <= n; i += 16) a0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), a0);
   if (i < n) {
-    const __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1);
+    const __mmask16 m = detail::first_lanes16(n - i);
     a1 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, a + i), _mm512_maskz_loadu_ps(m, b + i), a1);
     i = n;
   }

@@ -13,6 +13,15 @@
 
 namespace kvslim::KVSLIM_ISA_NS::detail {
 
+#if defined(KVSLIM_HAS_AVX512F)
+// The mask of the first n of 16 lanes, for the tails of masked loads and stores: all 16 from
+// n >= 16 on, none for n <= 0.
+inline __mmask16 first_lanes16(int64_t n) {
+  if (n >= 16) return static_cast<__mmask16>(0xffff);
+  return n <= 0 ? static_cast<__mmask16>(0) : static_cast<__mmask16>((1u << n) - 1);
+}
+#endif
+
 #if defined(KVSLIM_HAS_AVX)
 // The sum of the 8 lanes of v (one copy for every kernel that reduces a 256-bit accumulator;
 // 512-bit accumulators use _mm512_reduce_add_ps).
