@@ -15,6 +15,7 @@
 
 #include "tensor/dtype.h"
 #include "tensor/kernels.h"
+#include "tensor/matmul_internal.h"
 #include "tensor/ops.h"
 #include "util/error.h"
 #include "util/thread_pool.h"
@@ -92,11 +93,14 @@ Expected reference_dot(DType type, const float* w, const float* x, int64_t cols)
 
 // x as the kernels for `type` see it before multiplying `tokens` rows of x: rounded to bf16 (the
 // scalar round-to-nearest-even, tested on hand-picked values above) where bf16_weights_round_x()
-// says decode does so, else (and in the GEMM of several tokens) unchanged. Against it only float
-// rounding remains.
+// says decode does so, and for several tokens where the level prefers the bf16 GEMM and AMX
+// does not take the product; else (the f32 GEMM, AMX's exact terms) unchanged. Against it only
+// float rounding remains.
 std::vector<float> x_as_kernels_see_it(DType type, const float* x, int64_t n, int64_t tokens) {
   std::vector<float> out(x, x + n);
-  if (type == DType::BF16 && bf16_weights_round_x() && tokens == 1)
+  const bool rounds = tokens == 1 ? bf16_weights_round_x()
+                                  : detail::bf16_dot_gemm_preferred() && !(tokens >= 16 && detail::amx_bf16_usable());
+  if (type == DType::BF16 && rounds)
     for (float& v : out) v = bf16_to_fp32(fp32_to_bf16(v));
   return out;
 }

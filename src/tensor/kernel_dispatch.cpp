@@ -139,6 +139,10 @@ bool matmul_q8_takes(DType type) { KVSLIM_ISA_DISPATCH(detail::matmul_q8_takes(t
 bool amx_int8_usable() { KVSLIM_ISA_DISPATCH(detail::amx_int8_usable()); }
 
 bool amx_bf16_usable() { KVSLIM_ISA_DISPATCH(detail::amx_bf16_usable()); }
+bool bf16_dot_gemm_preferred() { KVSLIM_ISA_DISPATCH(detail::bf16_dot_gemm_preferred()); }
+void matmul_bf16_dot(const WeightView& w, const float* x, int64_t n, float* y, ThreadPool& pool) {
+  KVSLIM_ISA_DISPATCH(detail::matmul_bf16_dot(w, x, n, y, pool));
+}
 
 void matmul_bf16_amx(const WeightView& w, const float* x, int64_t n, float* y, ThreadPool& pool) {
   KVSLIM_ISA_DISPATCH(detail::matmul_bf16_amx(w, x, n, y, pool));

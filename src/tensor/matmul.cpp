@@ -10,8 +10,10 @@
 // matmul_q8.cpp (2.5x the f32 GEMM's speed), AMX-INT8 tiles where the CPU and kernel allow (matmul_q8_amx.cpp;
 // KVSLIM_NO_AMX=1 keeps the VNNI kernel), at the AVX2 level the maddubs kernel of matmul_q8_avx2.cpp (and for q2_K /
 // q3_K / q6_K at every x86 level), on aarch64 the kernels of matmul_q8_neon.cpp (sdot / smmla at dotprod / i8mm); all
-// give identical bits. Each output is computed by one thread in a fixed order, so results do not depend on the number
-// of threads.
+// give identical bits. BF16 weights on AMD CPUs with AVX512-BF16 (Zen 4 and later) go through the same blocked GEMM
+// with bf16 panels and vdpbf16ps (Bf16Panels; x rounded to bf16 as decode rounds it), and F16 / BF16 weights on
+// AMX-BF16 tiles where usable (matmul_bf16_amx.cpp). Each output is computed by one thread in a fixed order, so results
+// do not depend on the number of threads.
 #include <algorithm>
 #include <cstring>
 
@@ -217,6 +219,21 @@ void pack_w_panel(const WeightView& w, int64_t r0, int64_t k0, int64_t kc, float
 // contiguous accumulation buffer (gemm_panels), written on a K slice's first pass and added to on
 // the later ones. Padding tokens and rows are zeros in the panels, so every tile is whole.
 #if defined(KVSLIM_HAS_AVX512F)
+// Writes (first) or adds the kMR x kNR accumulators of a 512-bit kernel to the tile c.
+inline void store_acc(const __m512 (&acc)[kMR][2], float* c, bool first) {
+#pragma GCC unroll 14
+  for (int t = 0; t < kMR; ++t) {
+    float* ct = c + t * kNR;
+    __m512 v0 = acc[t][0], v1 = acc[t][1];
+    if (!first) {
+      v0 = _mm512_add_ps(v0, _mm512_loadu_ps(ct));
+      v1 = _mm512_add_ps(v1, _mm512_loadu_ps(ct + 16));
+    }
+    _mm512_storeu_ps(ct, v0);
+    _mm512_storeu_ps(ct + 16, v1);
+  }
+}
+
 void micro_kernel(const float* xp, const float* wp, int64_t kc, float* c, bool first) {
   __m512 acc[kMR][2];
 #pragma GCC unroll 14
@@ -232,17 +249,7 @@ void micro_kernel(const float* xp, const float* wp, int64_t kc, float* c, bool f
       acc[t][1] = _mm512_fmadd_ps(xb, w1, acc[t][1]);
     }
   }
-#pragma GCC unroll 14
-  for (int t = 0; t < kMR; ++t) {
-    float* ct = c + t * kNR;
-    __m512 v0 = acc[t][0], v1 = acc[t][1];
-    if (!first) {
-      v0 = _mm512_add_ps(v0, _mm512_loadu_ps(ct));
-      v1 = _mm512_add_ps(v1, _mm512_loadu_ps(ct + 16));
-    }
-    _mm512_storeu_ps(ct, v0);
-    _mm512_storeu_ps(ct + 16, v1);
-  }
+  store_acc(acc, c, first);
 }
 #elif defined(KVSLIM_HAS_AVX2) && defined(KVSLIM_HAS_FMA)
 // 12 accumulators, two weight vectors and one broadcast: 15 of the 16 ymm registers. Every
@@ -330,12 +337,23 @@ void micro_kernel(const float* xp, const float* wp, int64_t kc, float* c, bool f
 }
 #endif
 
-// The weight panels of the blocked GEMM: rows converted to f32 as [kc][kNR] (x is packed the same
-// way for both formats, as [k][kMR] floats by pack_x_panel).
+// The panels of the blocked GEMM: x as [k][kMR] floats (pack_x_panel), weight rows converted to
+// f32 as [kc][kNR], multiplied by micro_kernel. A format names its element types, how long a
+// token panel is, where its K slice k0 starts, and its packing and kernel.
 struct F32Panels {
+  using XElem = float;
+  using WElem = float;
   static constexpr bool kPrefetchWeights = true;  // weights stream from DRAM
+  static int64_t x_panel_elems(int64_t k) { return k * kMR; }
+  static int64_t x_offset(int64_t k0) { return k0 * kMR; }
+  static void pack_x(const float* x, int64_t ldx, int64_t n, int64_t k, int64_t t0, float* dst, DType wtype) {
+    pack_x_panel(x, ldx, n, k, t0, dst, wtype);
+  }
   static void pack_w(const WeightView& w, int64_t r0, int64_t k0, int64_t kc, float* dst, float* tmp) {
     pack_w_panel(w, r0, k0, kc, dst, tmp);
+  }
+  static void kernel(const float* xp, const float* wp, int64_t kc, float* c, bool first) {
+    micro_kernel(xp, wp, kc, c, first);
   }
 };
 
@@ -356,6 +374,77 @@ struct F32TransposedPanels : F32Panels {
   }
 };
 
+#if defined(KVSLIM_BF16_DOT)
+// The bf16 panels (BF16 weights where detail::bf16_dot_gemm_preferred): x rounded to bf16 as
+// decode rounds it (convert_from_f32, nearest even), packed as [k/2][kMR] pairs (one 32-bit word
+// per token and two columns); weight rows as stored, as [kc/2][kNR] pairs. One vdpbf16ps
+// multiplies a broadcast token pair with 16 rows' pairs: twice the products of an f32 FMA, and
+// the weights are never widened.
+struct Bf16Panels {
+  using XElem = uint32_t;
+  using WElem = uint16_t;
+  static constexpr bool kPrefetchWeights = true;
+  static int64_t x_panel_elems(int64_t k) { return (k + 1) / 2 * kMR; }
+  static int64_t x_offset(int64_t k0) { return k0 / 2 * kMR; }  // k0 is a multiple of kKC: even
+
+  static void pack_x(const float* x, int64_t ldx, int64_t n, int64_t k, int64_t t0, uint32_t* dst, DType) {
+    const int64_t pairs = (k + 1) / 2;
+    const int mt = static_cast<int>(std::min<int64_t>(kMR, n - t0));
+    if (mt < kMR) std::memset(dst, 0, static_cast<size_t>(pairs) * kMR * sizeof(uint32_t));
+    thread_local detail::Scratch scratch;
+    auto* xb = static_cast<uint16_t*>(scratch.get(static_cast<size_t>(2 * pairs) * sizeof(uint16_t)));
+    for (int t = 0; t < mt; ++t) {
+      KVSLIM_ISA_NS::convert_from_f32(x + (t0 + t) * ldx, DType::BF16, xb, k);
+      if (k % 2 != 0) xb[k] = 0;
+      for (int64_t p = 0; p < pairs; ++p) dst[p * kMR + t] = xb[2 * p] | static_cast<uint32_t>(xb[2 * p + 1]) << 16;
+    }
+  }
+
+  // Rows [r0, r0 + kNR) x columns [k0, k0 + kc) as dst[(p * kNR + j) * 2 + {0, 1}] =
+  // w[r0 + j][k0 + 2 p + {0, 1}]; missing rows and columns are 0. A row's 16 pairs are one
+  // 512-bit load, and 16 rows' loads transposed as 32-bit words give 16 vectors of 16 rows' pair p.
+  static void pack_w(const WeightView& w, int64_t r0, int64_t k0, int64_t kc, uint16_t* dst, float*) {
+    const int nr = static_cast<int>(std::min<int64_t>(kNR, w.rows - r0));
+    const int64_t pairs = (kc + 1) / 2;
+    for (int64_t p0 = 0; p0 < pairs; p0 += 16) {
+      const int64_t vals = std::min<int64_t>(32, kc - 2 * p0);
+      const __mmask32 m = vals == 32 ? ~__mmask32{0} : static_cast<__mmask32>((uint64_t{1} << vals) - 1);
+      const int np = static_cast<int>(std::min<int64_t>(16, pairs - p0));
+      for (int half = 0; half < kNR / 16; ++half) {
+        __m512 v[16];
+        for (int i = 0; i < 16; ++i) {
+          const int j = 16 * half + i;
+          v[i] = j < nr ? _mm512_castsi512_ps(_mm512_maskz_loadu_epi16(
+                              m, reinterpret_cast<const uint16_t*>(w.row(r0 + j)) + k0 + 2 * p0))
+                        : _mm512_setzero_ps();
+        }
+        detail::transpose16x16_ps(v);
+        for (int c = 0; c < np; ++c) _mm512_storeu_ps(dst + ((p0 + c) * kNR + 16 * half) * 2, v[c]);
+      }
+    }
+  }
+
+  static void kernel(const uint32_t* xp, const uint16_t* wp, int64_t kc, float* c, bool first) {
+    __m512 acc[kMR][2];
+#pragma GCC unroll 14
+    for (int t = 0; t < kMR; ++t) acc[t][0] = acc[t][1] = _mm512_setzero_ps();
+    const int64_t pairs = (kc + 1) / 2;
+    for (int64_t p = 0; p < pairs; ++p) {
+      const __m512bh w0 = (__m512bh)_mm512_loadu_si512(wp + p * 2 * kNR);
+      const __m512bh w1 = (__m512bh)_mm512_loadu_si512(wp + p * 2 * kNR + 32);
+      const uint32_t* xk = xp + p * kMR;
+#pragma GCC unroll 14
+      for (int t = 0; t < kMR; ++t) {
+        const __m512bh xb = (__m512bh)_mm512_set1_epi32(static_cast<int>(xk[t]));
+        acc[t][0] = _mm512_dpbf16_ps(acc[t][0], xb, w0);
+        acc[t][1] = _mm512_dpbf16_ps(acc[t][1], xb, w1);
+      }
+    }
+    store_acc(acc, c, first);
+  }
+};
+#endif
+
 // Writes (or adds, when accumulating) a finished tile of gemm_panels' buffer, token panel xpi and
 // weight rows [r0, r0 + kNR), to y; the tile's padding is left out.
 void store_tile(const float* tile, int64_t xpi, int64_t r0, const detail::GemmOperands& op, int64_t rows) {
@@ -375,7 +464,7 @@ void store_tile(const float* tile, int64_t xpi, int64_t r0, const detail::GemmOp
   }
 }
 
-// The blocked GEMM over a panel format P (F32Panels or F32TransposedPanels), on the
+// The blocked GEMM over a panel format P (F32Panels, F32TransposedPanels or Bf16Panels), on the
 // pool's threads, or on the calling thread alone when pool is null.
 template <class P>
 void gemm_panels(const WeightView& w, const detail::GemmOperands& op, ThreadPool* pool) {
@@ -384,17 +473,19 @@ void gemm_panels(const WeightView& w, const detail::GemmOperands& op, ThreadPool
   const int64_t k = w.cols;
   const int64_t n_xpanels = (n + kMR - 1) / kMR;
   const int64_t n_wpanels = (w.rows + kNR - 1) / kNR;
-  const int64_t x_panel = k * kMR;                            // floats of one token panel
-  constexpr size_t kWPanel = static_cast<size_t>(kNR) * kKC;  // floats of one weight panel's K slice
+  using XElem = typename P::XElem;
+  using WElem = typename P::WElem;
+  const int64_t x_panel = P::x_panel_elems(k);                // elements of one token panel
+  constexpr size_t kWPanel = static_cast<size_t>(kNR) * kKC;  // elements of one weight panel's K slice
 
   thread_local detail::Scratch x_scratch;
-  auto* xp = static_cast<float*>(x_scratch.get(static_cast<size_t>(n_xpanels * x_panel) * sizeof(float)));
+  auto* xp = static_cast<XElem*>(x_scratch.get(static_cast<size_t>(n_xpanels * x_panel) * sizeof(XElem)));
 
   const int threads = pool != nullptr ? pool->size() : 1;
   const bool parallel = threads > 1 && static_cast<double>(n) * w.rows * k > 2e6;
   auto pack = [&](int t, int nt) {
     for (int64_t p = n_xpanels * t / nt; p < n_xpanels * (t + 1) / nt; ++p)
-      pack_x_panel(x, op.ldx, n, k, p * kMR, xp + p * x_panel, w.type);
+      P::pack_x(x, op.ldx, n, k, p * kMR, xp + p * x_panel, w.type);
   };
   // Weight panels go out in chunks of up to kChunk (about 4 chunks per thread at least). A
   // thread converts a whole chunk's K slice (at most kChunk panels, an L2-sized block), then runs
@@ -405,8 +496,9 @@ void gemm_panels(const WeightView& w, const detail::GemmOperands& op, ThreadPool
   detail::ChunkQueue queue(n_wpanels, std::clamp<int64_t>(n_wpanels / (4 * threads), 1, kChunk));
   auto compute = [&](int, int) {
     thread_local detail::Scratch w_scratch;
-    auto* wbuf = static_cast<float*>(w_scratch.get((kChunk + 1) * kWPanel * sizeof(float) + 64));
-    float* tmp = wbuf + kChunk * kWPanel;
+    // The chunk's weight panels, then kWPanel floats for the block types' dequantised rows.
+    auto* wbuf = static_cast<WElem*>(w_scratch.get(kChunk * kWPanel * sizeof(WElem) + kWPanel * sizeof(float) + 64));
+    auto* tmp = reinterpret_cast<float*>(wbuf + kChunk * kWPanel);
     // The chunk's outputs are summed over the K slices in a contiguous buffer of whole tiles,
     // [token panel][weight panel][kMR][kNR], and each goes to y once, in the last slice. Summed in
     // y itself, a tile's rows lie y's row length apart, a multiple of 4 KiB for every model shape:
@@ -444,7 +536,7 @@ void gemm_panels(const WeightView& w, const detail::GemmOperands& op, ThreadPool
             float* tile = cbuf + (xpi * (p1 - p0) + (p - p0)) * kTile;
             // Its lines are wanted at the end of the k loop: asked for now, they arrive meanwhile.
             for (int64_t line = 0; line < kTile; line += 16) __builtin_prefetch(tile + line, 1, 3);
-            micro_kernel(xp + xpi * x_panel + k0 * kMR, wbuf + (p - p0) * kWPanel, kc, tile, k0 == 0);
+            P::kernel(xp + xpi * x_panel + P::x_offset(k0), wbuf + (p - p0) * kWPanel, kc, tile, k0 == 0);
             // Stored as soon as it is whole, so that the misses of y's rows overlap the next tiles'
             // arithmetic (stored in a pass of their own after the slice, 4% of an F16 prefill).
             if (last) store_tile(tile, xpi, p * kNR, op, w.rows);
@@ -492,11 +584,42 @@ void matmul(const WeightView& w, const float* x, int64_t n, float* y, ThreadPool
     detail::matmul_bf16_amx(w, x, n, y, pool);
     return;
   }
-  // BF16 too, also where AVX512-BF16 could multiply the bf16 panels with vdpbf16ps: that GEMM
-  // (x rounded to bf16) ran at 172-184 GFLOP/s on a Sapphire Rapids-class VM where widening the
-  // panels to f32 runs at 250-268 (2026-11-27), and the f32 form keeps x exact.
+  if (w.type == DType::BF16 && detail::bf16_dot_gemm_preferred()) {
+    detail::matmul_bf16_dot(w, x, n, y, pool);
+    return;
+  }
   gemm_panels<F32Panels>(w, detail::GemmOperands{x, w.cols, n, y, w.rows, false}, &pool);
 }
+
+namespace detail {
+
+bool bf16_dot_gemm_preferred() {
+#if defined(KVSLIM_BF16_DOT) && defined(__x86_64__)
+  // On AMD Zen 5 vdpbf16ps on 512 bits issues at the FMA's rate, 2 a cycle (6.4 G/s against
+  // vfmadd231ps's 6.7 G/s on one core, 2026-11-28), with twice its products; on Intel it ran at
+  // half that: a Sapphire Rapids-class VM multiplied 172-184 GFLOP/s this way against the f32
+  // GEMM's 250-268 (2026-11-27).
+  static const bool amd = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_is("amd") != 0;
+  }();
+  return amd;
+#else
+  return false;
+#endif
+}
+
+void matmul_bf16_dot(const WeightView& w, const float* x, int64_t n, float* y, ThreadPool& pool) {
+#if defined(KVSLIM_BF16_DOT)
+  if (w.type != DType::BF16) fail("matmul_bf16_dot: {} weights, expected bf16", dtype_name(w.type));
+  if (n <= 0 || w.rows == 0 || w.cols == 0) fail("matmul_bf16_dot: empty product {}x{} with n = {}", w.rows, w.cols, n);
+  gemm_panels<Bf16Panels>(w, GemmOperands{x, w.cols, n, y, w.rows, false}, &pool);
+#else
+  fail("matmul_bf16_dot: this level has no AVX512-BF16 dot product");
+#endif
+}
+
+}  // namespace detail
 
 namespace {
 // An empty sum (k = 0): Y is zero, or unchanged when accumulating.
@@ -539,6 +662,7 @@ constexpr const char* kF32Gemm =
 
 const char* matmul_kernel(DType type) {
   if (detail::matmul_q8_takes(type)) return detail::matmul_q8_kernel(type);
+  if (type == DType::BF16 && detail::bf16_dot_gemm_preferred()) return "avx512-bf16 gemm 14x32 (x rounded to bf16)";
   if ((type == DType::F16 || type == DType::BF16) && detail::amx_bf16_usable()) {
     return type == DType::F16 ? "amx bf16 gemm, 5 exact terms (avx512 f32 gemm 14x32 below 16 tokens)"
                               : "amx bf16 gemm, 3 exact terms (avx512 f32 gemm 14x32 below 16 tokens)";

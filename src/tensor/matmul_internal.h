@@ -37,6 +37,14 @@ void matmul_q8(const WeightView& w, const float* x, int64_t n, float* y, ThreadP
 // other weight types; all three throw where AMX-BF16 is not usable.
 bool amx_bf16_usable();
 void matmul_bf16_amx(const WeightView& w, const float* x, int64_t n, float* y, ThreadPool& pool);
+// True at the avx512bf16 level on AMD CPUs (Zen 4 and later), whose vdpbf16ps multiplies at the
+// f32 FMA's rate with twice its products; on Intel it runs at half that rate and the f32 GEMM
+// is faster. matmul then takes BF16 prefills of 2 tokens or more (those AMX does not take) to
+// matmul_bf16_dot: Y = X W^T with vdpbf16ps, x rounded to bf16 (nearest even) as decode rounds
+// it for BF16 weights at this level (bf16_weights_round_x). matmul_bf16_dot refuses other weight
+// types and empty products, and throws below avx512bf16.
+bool bf16_dot_gemm_preferred();
+void matmul_bf16_dot(const WeightView& w, const float* x, int64_t n, float* y, ThreadPool& pool);
 
 // unpack_int8_block, quantize_x_block (shared by the AVX2, VNNI, AMX and NEON kernels, so all see
 // the same int8 values), matmul_q8_amx, matmul_q8_avx2 and matmul_q8_neon exist per level only
