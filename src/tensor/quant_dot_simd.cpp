@@ -175,6 +175,62 @@ float dot_table4(const uint8_t* row, const QuantActivations& xa, size_t pf) {
   return sum_block_pairs(blocks, nb, pf, block);
 }
 
+#if defined(KVSLIM_QDOT_VNNI) && defined(KVSLIM_HAS_AVX512F) && defined(KVSLIM_HAS_AVX512BW)
+#define KVSLIM_QDOT_LEGACY_512 1
+// q4_1, q5_0 and q5_1 on the AVX-512 VNNI path, two blocks per 512-bit vpdpbusd: dot_legacy's
+// arithmetic with half its instructions, since these loops are bound by instructions, not
+// memory (q5_1 decoded at 0.92x llama.cpp on a Zen 5 VM, 2026-11-28). The two blocks' nibble
+// bytes are read as one 256-bit pair and spread to [qs0 qs0 qs1 qs1]; the second copy of each is
+// shifted right by 4, so each block's 32 bytes are its low nibbles (values 0-15) then its high
+// ones (16-31), in the order of its activations. q5's fifth bits are one 64-bit mask over the 64
+// bytes: a masked add of 16 to each byte whose bit is set. An odd last block is a pair with an
+// empty second block.
+template <DType type>
+float dot_legacy_512(const uint8_t* row, const QuantActivations& xa, size_t pf) {
+  constexpr bool kFive = type == DType::Q5_0 || type == DType::Q5_1;
+  constexpr bool kMin = type == DType::Q4_1 || type == DType::Q5_1;
+  using Block =
+      std::conditional_t<type == DType::Q4_1, BlockQ4_1, std::conditional_t<type == DType::Q5_0, BlockQ5_0, BlockQ5_1>>;
+  const int64_t nb = xa.n / kQ4Block;
+  const auto* blocks = reinterpret_cast<const Block*>(row);
+  const __m512i low4 = _mm512_set1_epi8(0x0F);
+  __m512 acc = _mm512_setzero_ps();
+  float corr = 0;  // the mins, through the activation sums, as in dot_legacy
+  for (int64_t b = 0; b < nb; b += 2) {
+    const bool two = b + 1 < nb;
+    const Block& b0 = blocks[b];
+    const Block& b1 = blocks[two ? b + 1 : b];
+    prefetch_l2(&b0, pf);
+    const __m128i qs0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b0.qs));
+    const __m128i qs1 = two ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(b1.qs)) : _mm_setzero_si128();
+    const __m512i pair = _mm512_castsi256_si512(_mm256_set_m128i(qs1, qs0));
+    const __m512i spread = _mm512_shuffle_i64x2(pair, pair, _MM_SHUFFLE(1, 1, 0, 0));
+    __m512i w = _mm512_and_si512(_mm512_mask_srli_epi16(spread, 0xFF00FF00u, spread, 4), low4);
+    if constexpr (kFive) {
+      uint32_t h0, h1 = 0;
+      std::memcpy(&h0, b0.qh, 4);
+      if (two) std::memcpy(&h1, b1.qh, 4);
+      w = _mm512_mask_add_epi8(w, h0 | uint64_t{h1} << 32, w, _mm512_set1_epi8(0x10));
+    }
+    const __mmask16 lanes = two ? 0xFFFF : 0x00FF;
+    const __m512i x = _mm512_maskz_loadu_epi32(lanes, xa.q + b * kQ4Block);
+    // q5_0's -16 offset starts each lane's sum, as in dot_legacy.
+    const __m512i init = type == DType::Q5_0
+                             ? _mm512_srai_epi32(_mm512_maskz_loadu_epi32(lanes, xa.lane_corr + b * 8), 3)
+                             : _mm512_setzero_si512();
+    const float dd0 = h2f(b0.d) * xa.d[b];
+    const float dd1 = two ? h2f(b1.d) * xa.d[b + 1] : 0.0f;
+    const __m512 scale = _mm512_mask_mov_ps(_mm512_set1_ps(dd0), 0xFF00, _mm512_set1_ps(dd1));
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_dpbusd_epi32(init, w, x)), scale, acc);
+    if constexpr (kMin) {
+      corr += h2f(b0.m) * xa.d[b] * static_cast<float>(xa.sum[b]);
+      if (two) corr += h2f(b1.m) * xa.d[b + 1] * static_cast<float>(xa.sum[b + 1]);
+    }
+  }
+  return _mm512_reduce_add_ps(acc) + corr;
+}
+#endif
+
 #if defined(KVSLIM_QDOT_VNNI) && defined(KVSLIM_HAS_AVX512F) && defined(KVSLIM_HAS_AVX512BW) && \
     defined(KVSLIM_HAS_AVX512VBMI)
 #define KVSLIM_QDOT_Q4_0_512 1
@@ -562,6 +618,16 @@ void dot_rows(const WeightView& w, const QuantActivations& xa, int64_t r0, int64
   auto rows = [&](auto dot) {
     for (int64_t r = r0; r < r1; ++r) y[r - r0] = dot(w.row(r), xa, pf);
   };
+#if defined(KVSLIM_QDOT_LEGACY_512)
+  if (kVnni) {
+    switch (w.type) {
+      case DType::Q4_1: return rows(dot_legacy_512<DType::Q4_1>);
+      case DType::Q5_0: return rows(dot_legacy_512<DType::Q5_0>);
+      case DType::Q5_1: return rows(dot_legacy_512<DType::Q5_1>);
+      default: break;
+    }
+  }
+#endif
 #if defined(KVSLIM_QDOT_K_512)
   if (kVnni) {
     switch (w.type) {
