@@ -175,7 +175,8 @@ float dot_table4(const uint8_t* row, const QuantActivations& xa, size_t pf) {
   return sum_block_pairs(blocks, nb, pf, block);
 }
 
-#if defined(KVSLIM_QDOT_VNNI) && defined(KVSLIM_HAS_AVX512F) && defined(KVSLIM_HAS_AVX512BW)
+#if defined(KVSLIM_QDOT_VNNI) && defined(KVSLIM_HAS_AVX512F) && defined(KVSLIM_HAS_AVX512BW) && \
+    defined(KVSLIM_HAS_AVX512VNNI)
 #define KVSLIM_QDOT_LEGACY_512 1
 // q4_1, q5_0 and q5_1 on the AVX-512 VNNI path, two blocks per 512-bit vpdpbusd: dot_legacy's
 // arithmetic with half its instructions, since these loops are bound by instructions, not
