@@ -34,6 +34,12 @@
 #if defined(KVSLIM_QDOT_AVX2) && defined(KVSLIM_HAS_DPBUSD256)
 #define KVSLIM_QDOT_VNNI 1
 #endif
+// The 512-bit loops of the AVX-512 VNNI levels: q4_1 / q5_0 / q5_1 (dot_legacy_512) and q4_K /
+// q5_K / q6_K (dot_k_512).
+#if defined(KVSLIM_QDOT_VNNI) && defined(KVSLIM_HAS_AVX512F) && defined(KVSLIM_HAS_AVX512BW) && \
+    defined(KVSLIM_HAS_AVX512VNNI)
+#define KVSLIM_QDOT_512 1
+#endif
 
 namespace kvslim::KVSLIM_ISA_NS::detail {
 
@@ -175,9 +181,7 @@ float dot_table4(const uint8_t* row, const QuantActivations& xa, size_t pf) {
   return sum_block_pairs(blocks, nb, pf, block);
 }
 
-#if defined(KVSLIM_QDOT_VNNI) && defined(KVSLIM_HAS_AVX512F) && defined(KVSLIM_HAS_AVX512BW) && \
-    defined(KVSLIM_HAS_AVX512VNNI)
-#define KVSLIM_QDOT_LEGACY_512 1
+#if defined(KVSLIM_QDOT_512)
 // q4_1, q5_0 and q5_1 on the AVX-512 VNNI path, two blocks per 512-bit vpdpbusd: dot_legacy's
 // arithmetic with half its instructions, since these loops are bound by instructions, not
 // memory (q5_1 decoded at 0.92x llama.cpp on a Zen 5 VM, 2026-11-28). The two blocks' nibble
@@ -483,9 +487,7 @@ float dot_k(const uint8_t* row, const QuantActivations& xa, size_t pf) {
   return hsum256(_mm256_add_ps(acc, acc_min));
 }
 
-#if defined(KVSLIM_QDOT_VNNI) && defined(KVSLIM_HAS_AVX512F) && defined(KVSLIM_HAS_AVX512BW) && \
-    defined(KVSLIM_HAS_AVX512VNNI)
-#define KVSLIM_QDOT_K_512 1
+#if defined(KVSLIM_QDOT_512)
 // q4_K, q5_K and q6_K on the AVX-512 VNNI path, 64 values per 512-bit vpdpbusd: dot_k's 256-bit
 // loop (maddubs, then madd with the scales, 32 values at a time) is bound by instructions, not
 // memory, at this level. Each 64 values are unpacked so that they meet 64 consecutive
@@ -619,19 +621,12 @@ void dot_rows(const WeightView& w, const QuantActivations& xa, int64_t r0, int64
   auto rows = [&](auto dot) {
     for (int64_t r = r0; r < r1; ++r) y[r - r0] = dot(w.row(r), xa, pf);
   };
-#if defined(KVSLIM_QDOT_LEGACY_512)
+#if defined(KVSLIM_QDOT_512)
   if (kVnni) {
     switch (w.type) {
       case DType::Q4_1: return rows(dot_legacy_512<DType::Q4_1>);
       case DType::Q5_0: return rows(dot_legacy_512<DType::Q5_0>);
       case DType::Q5_1: return rows(dot_legacy_512<DType::Q5_1>);
-      default: break;
-    }
-  }
-#endif
-#if defined(KVSLIM_QDOT_K_512)
-  if (kVnni) {
-    switch (w.type) {
       case DType::Q4_K: return rows(dot_k_512<DType::Q4_K>);
       case DType::Q5_K: return rows(dot_k_512<DType::Q5_K>);
       case DType::Q6_K: return rows(dot_k_512<DType::Q6_K>);
