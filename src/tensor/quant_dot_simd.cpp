@@ -43,6 +43,18 @@
 
 namespace kvslim::KVSLIM_ISA_NS::detail {
 
+// What the two-accumulator legacy loops (dot_legacy_512 on x86, dot_legacy_neon on aarch64) need
+// to know of q4_1, q5_0 and q5_1: the block's layout, whether a fifth bit sits in qh and whether a
+// min m is added.
+template <DType type>
+struct LegacyBlock {
+  static_assert(type == DType::Q4_1 || type == DType::Q5_0 || type == DType::Q5_1);
+  static constexpr bool kFive = type != DType::Q4_1;
+  static constexpr bool kMin = type != DType::Q5_0;
+  using Block =
+      std::conditional_t<type == DType::Q4_1, BlockQ4_1, std::conditional_t<type == DType::Q5_0, BlockQ5_0, BlockQ5_1>>;
+};
+
 #if defined(KVSLIM_QDOT_AVX2)
 namespace {
 
@@ -192,10 +204,9 @@ float dot_table4(const uint8_t* row, const QuantActivations& xa, size_t pf) {
 // empty second block.
 template <DType type>
 float dot_legacy_512(const uint8_t* row, const QuantActivations& xa, size_t pf) {
-  constexpr bool kFive = type == DType::Q5_0 || type == DType::Q5_1;
-  constexpr bool kMin = type == DType::Q4_1 || type == DType::Q5_1;
-  using Block =
-      std::conditional_t<type == DType::Q4_1, BlockQ4_1, std::conditional_t<type == DType::Q5_0, BlockQ5_0, BlockQ5_1>>;
+  constexpr bool kFive = LegacyBlock<type>::kFive;
+  constexpr bool kMin = LegacyBlock<type>::kMin;
+  using Block = typename LegacyBlock<type>::Block;
   const int64_t nb = xa.n / kQ4Block;
   const auto* blocks = reinterpret_cast<const Block*>(row);
   const __m512i low4 = _mm512_set1_epi8(0x0F);
@@ -777,11 +788,9 @@ inline uint8x16_t fifth_bits16(uint32_t h, uint8x16_t bit) {
 // q4_1 / q5_1 are added as m * d_x * sum(x_q) in a scalar.
 template <DType type>
 float dot_legacy_neon(const uint8_t* row, const QuantActivations& xa, size_t pf) {
-  constexpr bool kFive = type == DType::Q5_0 || type == DType::Q5_1;
-  constexpr bool kMin = type == DType::Q4_1 || type == DType::Q5_1;
-  using Block =
-      std::conditional_t<type == DType::Q4_1, BlockQ4_1, std::conditional_t<type == DType::Q5_0, BlockQ5_0, BlockQ5_1>>;
-  static_assert(type == DType::Q4_1 || kFive);
+  constexpr bool kFive = LegacyBlock<type>::kFive;
+  constexpr bool kMin = LegacyBlock<type>::kMin;
+  using Block = typename LegacyBlock<type>::Block;
   static constexpr uint8_t kBits[16] = {1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128};
   const int64_t nb = xa.n / kQ4Block;
   const auto* blocks = reinterpret_cast<const Block*>(row);
