@@ -171,7 +171,7 @@ void pack_w_group(const WeightView& w, int wterms, int64_t r0, int np, int64_t c
       // Rows lie a multiple of 4 KiB apart, so a group's slice sits in one set of L1 and the
       // hardware prefetchers see 128 short streams: without this the unpacking waited on memory.
       if (row != nullptr) {
-        for (size_t b = 0; b < ahead_bytes; b += 64) __builtin_prefetch(row + slice_bytes + b, 0, 2);
+        for (size_t b = 0; b < ahead_bytes; b += 64) detail::prefetch_l2(row, slice_bytes + b);
       }
       for (int64_t c = 0; c < nc; ++c) {
         __m512i t[kWTerms] = {_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512()};
