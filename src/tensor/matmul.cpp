@@ -48,14 +48,19 @@ constexpr int64_t kKC = 256;
 constexpr int64_t kPrefetchPanels = 8;  // token panels over which the next weight slice is prefetched  // depth of one
                                         // K slice (multiple of 256 so every block type stays whole)
 
-// Packs tokens [t0, t0 + kMR) of x (n x k, row-major) as dst[kk * kMR + t]; missing tokens are 0.
+// Packs tokens [t0, t0 + kMR) of x (n x k, row-major) slice by slice: column kk of token t goes
+// to dst[(kk / kKC) * slice_stride + (kk % kKC) * kMR + t]; missing tokens are 0.
 // For block-quantised weights, each row is first rounded through the activation quantisation
 // that the type's integer dot products use (q8_0 blocks, or q8_K for K-quants), so results do
 // not depend on which kernel (decode's or prefill's) computed them.
-void pack_x_panel(const float* x, int64_t ldx, int64_t n, int64_t k, int64_t t0, float* dst, DType wtype) {
+void pack_x_panel(const float* x, int64_t ldx, int64_t n, int64_t k, int64_t t0, float* dst, int64_t slice_stride,
+                  DType wtype) {
   const bool quantise_x = dtype_is_quantized(wtype);
   const int mt = static_cast<int>(std::min<int64_t>(kMR, n - t0));
-  if (mt < kMR) std::memset(dst, 0, static_cast<size_t>(k) * kMR * sizeof(float));
+  if (mt < kMR) {
+    for (int64_t k0 = 0; k0 < k; k0 += kKC)
+      std::memset(dst + k0 / kKC * slice_stride, 0, static_cast<size_t>(std::min(kKC, k - k0)) * kMR * sizeof(float));
+  }
   const float* rows[kMR];
   if (quantise_x) {
     thread_local detail::Scratch q_scratch;
@@ -71,12 +76,13 @@ void pack_x_panel(const float* x, int64_t ldx, int64_t n, int64_t k, int64_t t0,
   } else {
     for (int t = 0; t < mt; ++t) rows[t] = x + (t0 + t) * ldx;
   }
-  constexpr int64_t kStep = 64;
+  constexpr int64_t kStep = 64;  // divides kKC: each step lies in one slice
   for (int64_t k0 = 0; k0 < k; k0 += kStep) {
     const int64_t k1 = std::min(k, k0 + kStep);
+    float* d = dst + k0 / kKC * slice_stride + (k0 % kKC) * kMR;
     for (int t = 0; t < mt; ++t) {
       const float* src = rows[t];
-      for (int64_t kk = k0; kk < k1; ++kk) dst[kk * kMR + t] = src[kk];
+      for (int64_t kk = k0; kk < k1; ++kk) d[(kk - k0) * kMR + t] = src[kk];
     }
   }
 }
@@ -339,15 +345,15 @@ void micro_kernel(const float* xp, const float* wp, int64_t kc, float* c, bool f
 
 // The panels of the blocked GEMM: x as [k][kMR] floats (pack_x_panel), weight rows converted to
 // f32 as [kc][kNR], multiplied by micro_kernel. A format names its element types, how long a
-// token panel is, where its K slice k0 starts, and its packing and kernel.
+// token panel's K slice is, and its packing and kernel.
 struct F32Panels {
   using XElem = float;
   using WElem = float;
   static constexpr bool kPrefetchWeights = true;  // weights stream from DRAM
-  static int64_t x_panel_elems(int64_t k) { return k * kMR; }
-  static int64_t x_offset(int64_t k0) { return k0 * kMR; }
-  static void pack_x(const float* x, int64_t ldx, int64_t n, int64_t k, int64_t t0, float* dst, DType wtype) {
-    pack_x_panel(x, ldx, n, k, t0, dst, wtype);
+  static int64_t x_slice_elems(int64_t kc) { return kc * kMR; }
+  static void pack_x(const float* x, int64_t ldx, int64_t n, int64_t k, int64_t t0, float* dst, int64_t slice_stride,
+                     DType wtype) {
+    pack_x_panel(x, ldx, n, k, t0, dst, slice_stride, wtype);
   }
   static void pack_w(const WeightView& w, int64_t r0, int64_t k0, int64_t kc, float* dst, float* tmp) {
     pack_w_panel(w, r0, k0, kc, dst, tmp);
@@ -384,19 +390,28 @@ struct Bf16Panels {
   using XElem = uint32_t;
   using WElem = uint16_t;
   static constexpr bool kPrefetchWeights = true;
-  static int64_t x_panel_elems(int64_t k) { return (k + 1) / 2 * kMR; }
-  static int64_t x_offset(int64_t k0) { return k0 / 2 * kMR; }  // k0 is a multiple of kKC: even
+  static int64_t x_slice_elems(int64_t kc) { return (kc + 1) / 2 * kMR; }
 
-  static void pack_x(const float* x, int64_t ldx, int64_t n, int64_t k, int64_t t0, uint32_t* dst, DType) {
+  // Pair p of token t goes to dst[(p / kSlicePairs) * slice_stride + (p % kSlicePairs) * kMR + t].
+  static void pack_x(const float* x, int64_t ldx, int64_t n, int64_t k, int64_t t0, uint32_t* dst, int64_t slice_stride,
+                     DType) {
+    constexpr int64_t kSlicePairs = kKC / 2;
     const int64_t pairs = (k + 1) / 2;
     const int mt = static_cast<int>(std::min<int64_t>(kMR, n - t0));
-    if (mt < kMR) std::memset(dst, 0, static_cast<size_t>(pairs) * kMR * sizeof(uint32_t));
+    if (mt < kMR) {
+      for (int64_t p0 = 0; p0 < pairs; p0 += kSlicePairs)
+        std::memset(dst + p0 / kSlicePairs * slice_stride, 0,
+                    static_cast<size_t>(std::min(kSlicePairs, pairs - p0)) * kMR * sizeof(uint32_t));
+    }
     thread_local detail::Scratch scratch;
     auto* xb = static_cast<uint16_t*>(scratch.get(static_cast<size_t>(2 * pairs) * sizeof(uint16_t)));
     for (int t = 0; t < mt; ++t) {
       KVSLIM_ISA_NS::convert_from_f32(x + (t0 + t) * ldx, DType::BF16, xb, k);
       if (k % 2 != 0) xb[k] = 0;
-      for (int64_t p = 0; p < pairs; ++p) dst[p * kMR + t] = xb[2 * p] | static_cast<uint32_t>(xb[2 * p + 1]) << 16;
+      for (int64_t p = 0; p < pairs; ++p) {
+        dst[p / kSlicePairs * slice_stride + p % kSlicePairs * kMR + t] =
+            xb[2 * p] | static_cast<uint32_t>(xb[2 * p + 1]) << 16;
+      }
     }
   }
 
@@ -475,17 +490,22 @@ void gemm_panels(const WeightView& w, const detail::GemmOperands& op, ThreadPool
   const int64_t n_wpanels = (w.rows + kNR - 1) / kNR;
   using XElem = typename P::XElem;
   using WElem = typename P::WElem;
-  const int64_t x_panel = P::x_panel_elems(k);                // elements of one token panel
+  // Packed x is slice-major: [K slice][token panel][one panel's slice], so that the token panels
+  // a K slice runs over lie in one contiguous block, streamed in order (a panel-major layout put
+  // them a whole panel's row apart, 192 KiB for the FFN's down projection at the AVX2 level).
+  const int64_t n_slices = (k + kKC - 1) / kKC;
+  const int64_t x_slice = P::x_slice_elems(kKC);              // elements of one token panel's slice
+  const int64_t x_slice_stride = n_xpanels * x_slice;         // from one K slice to the next
   constexpr size_t kWPanel = static_cast<size_t>(kNR) * kKC;  // elements of one weight panel's K slice
 
   thread_local detail::Scratch x_scratch;
-  auto* xp = static_cast<XElem*>(x_scratch.get(static_cast<size_t>(n_xpanels * x_panel) * sizeof(XElem)));
+  auto* xp = static_cast<XElem*>(x_scratch.get(static_cast<size_t>(n_slices * x_slice_stride) * sizeof(XElem)));
 
   const int threads = pool != nullptr ? pool->size() : 1;
   const bool parallel = threads > 1 && static_cast<double>(n) * w.rows * k > 2e6;
   auto pack = [&](int t, int nt) {
     for (int64_t p = n_xpanels * t / nt; p < n_xpanels * (t + 1) / nt; ++p)
-      P::pack_x(x, op.ldx, n, k, p * kMR, xp + p * x_panel, w.type);
+      P::pack_x(x, op.ldx, n, k, p * kMR, xp + p * x_slice, x_slice_stride, w.type);
   };
   // Weight panels go out in chunks of up to kChunk (about 4 chunks per thread at least). A
   // thread converts a whole chunk's K slice (at most kChunk panels, an L2-sized block), then runs
@@ -536,7 +556,7 @@ void gemm_panels(const WeightView& w, const detail::GemmOperands& op, ThreadPool
             float* tile = cbuf + (xpi * (p1 - p0) + (p - p0)) * kTile;
             // Its lines are wanted at the end of the k loop: asked for now, they arrive meanwhile.
             for (int64_t line = 0; line < kTile; line += 16) __builtin_prefetch(tile + line, 1, 3);
-            P::kernel(xp + xpi * x_panel + P::x_offset(k0), wbuf + (p - p0) * kWPanel, kc, tile, k0 == 0);
+            P::kernel(xp + k0 / kKC * x_slice_stride + xpi * x_slice, wbuf + (p - p0) * kWPanel, kc, tile, k0 == 0);
             // Stored as soon as it is whole, so that the misses of y's rows overlap the next tiles'
             // arithmetic (stored in a pass of their own after the slice, 4% of an F16 prefill).
             if (last) store_tile(tile, xpi, p * kNR, op, w.rows);
