@@ -2,18 +2,18 @@
 //
 // f32/f16/bf16, and every block type at the scalar level, use a blocked f32 GEMM of our own (measured within ~10% of
 // OpenBLAS's sgemm, without its extra packing pass or thread pool): X is packed once into panels of kMR tokens
-// ([k][kMR] floats, shared by all threads); threads take chunks of kNR-row weight panels from a queue and, for each
-// kKC-deep slice of K, convert a panel to f32 in [k][kNR] order (converted 16 values at a time and transposed in
-// registers) and run the kMR x kNR register-blocked micro-kernel over all token panels, prefetching the next panel's
-// weights meanwhile; the sums over K slices build up in a per-thread buffer of whole tiles and are written to Y once.
-// The types detail::matmul_q8_takes go to the int8 kernels instead (q8_0-style activations of 32): AVX-512 VNNI in
-// matmul_q8.cpp (2.5x the f32 GEMM's speed), AMX-INT8 tiles where the CPU and kernel allow (matmul_q8_amx.cpp;
-// KVSLIM_NO_AMX=1 keeps the VNNI kernel), at the AVX2 level the maddubs kernel of matmul_q8_avx2.cpp (and for q2_K /
-// q3_K / q6_K at every x86 level), on aarch64 the kernels of matmul_q8_neon.cpp (sdot / smmla at dotprod / i8mm); all
-// give identical bits. BF16 weights on AMD CPUs with AVX512-BF16 (Zen 4 and later) go through the same blocked GEMM
-// with bf16 panels and vdpbf16ps (Bf16Panels; x rounded to bf16 as decode rounds it), and F16 / BF16 weights on
-// AMX-BF16 tiles where usable (matmul_bf16_amx.cpp). Each output is computed by one thread in a fixed order, so results
-// do not depend on the number of threads.
+// ([kc][kMR] floats per K slice, shared by all threads; slice-major, see gemm_panels); threads take chunks of kNR-row
+// weight panels from a queue and, for each kKC-deep slice of K, convert a panel to f32 in [k][kNR] order (converted 16
+// values at a time and transposed in registers) and run the kMR x kNR register-blocked micro-kernel over all token
+// panels, prefetching the next panel's weights meanwhile; the sums over K slices build up in a per-thread buffer of
+// whole tiles and are written to Y once. The types detail::matmul_q8_takes go to the int8 kernels instead (q8_0-style
+// activations of 32): AVX-512 VNNI in matmul_q8.cpp (2.5x the f32 GEMM's speed), AMX-INT8 tiles where the CPU and
+// kernel allow (matmul_q8_amx.cpp; KVSLIM_NO_AMX=1 keeps the VNNI kernel), at the AVX2 level the maddubs kernel of
+// matmul_q8_avx2.cpp (and for q2_K / q3_K / q6_K at every x86 level), on aarch64 the kernels of matmul_q8_neon.cpp
+// (sdot / smmla at dotprod / i8mm); all give identical bits. BF16 weights on AMD CPUs with AVX512-BF16 (Zen 4 and
+// later) go through the same blocked GEMM with bf16 panels and vdpbf16ps (Bf16Panels; x rounded to bf16 as decode
+// rounds it), and F16 / BF16 weights on AMX-BF16 tiles where usable (matmul_bf16_amx.cpp). Each output is computed by
+// one thread in a fixed order, so results do not depend on the number of threads.
 #include <algorithm>
 #include <cstring>
 
@@ -343,7 +343,7 @@ void micro_kernel(const float* xp, const float* wp, int64_t kc, float* c, bool f
 }
 #endif
 
-// The panels of the blocked GEMM: x as [k][kMR] floats (pack_x_panel), weight rows converted to
+// The panels of the blocked GEMM: x as [kc][kMR] floats per K slice (pack_x_panel), weight rows converted to
 // f32 as [kc][kNR], multiplied by micro_kernel. A format names its element types, how long a
 // token panel's K slice is, and its packing and kernel.
 struct F32Panels {
@@ -382,7 +382,7 @@ struct F32TransposedPanels : F32Panels {
 
 #if defined(KVSLIM_BF16_DOT)
 // The bf16 panels (BF16 weights where detail::bf16_dot_gemm_preferred): x rounded to bf16 as
-// decode rounds it (convert_from_f32, nearest even), packed as [k/2][kMR] pairs (one 32-bit word
+// decode rounds it (convert_from_f32, nearest even), packed as [kc/2][kMR] pairs per K slice (one 32-bit word
 // per token and two columns); weight rows as stored, as [kc/2][kNR] pairs. One vdpbf16ps
 // multiplies a broadcast token pair with 16 rows' pairs: twice the products of an f32 FMA, and
 // the weights are never widened.
