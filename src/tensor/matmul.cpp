@@ -44,9 +44,8 @@ constexpr int kNR = 12;  // weight rows per micro-tile (three 4-float vectors)
 constexpr int kMR = 4;
 constexpr int kNR = 8;
 #endif
-constexpr int64_t kKC = 256;
-constexpr int64_t kPrefetchPanels = 8;  // token panels over which the next weight slice is prefetched  // depth of one
-                                        // K slice (multiple of 256 so every block type stays whole)
+constexpr int64_t kKC = 256;            // depth of one K slice (a multiple of 256, so every block type stays whole)
+constexpr int64_t kPrefetchPanels = 8;  // token panels over which the next weight slice is prefetched
 
 // Packs tokens [t0, t0 + kMR) of x (n x k, row-major) slice by slice: column kk of token t goes
 // to dst[(kk / kKC) * slice_stride + (kk % kKC) * kMR + t]; missing tokens are 0.
