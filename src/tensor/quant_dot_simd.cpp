@@ -43,9 +43,9 @@
 
 namespace kvslim::KVSLIM_ISA_NS::detail {
 
-// What the two-accumulator legacy loops (dot_legacy_512 on x86, dot_legacy_neon on aarch64) need
-// to know of q4_1, q5_0 and q5_1: the block's layout, whether a fifth bit sits in qh and whether a
-// min m is added.
+// What the typed loops over q4_1, q5_0 and q5_1 (dot_legacy_512 on x86, dot_legacy_neon on
+// aarch64) need to know of a block: its layout, whether a fifth bit sits in qh and whether a min m
+// is added.
 template <DType type>
 struct LegacyBlock {
   static_assert(type == DType::Q4_1 || type == DType::Q5_0 || type == DType::Q5_1);
