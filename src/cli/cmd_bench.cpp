@@ -6,6 +6,7 @@
 #include "cli/commands.h"
 #include "cli/shared_options.h"
 #include "engine/system_info.h"
+#include "model/weight_residency.h"
 #include "tensor/isa.h"
 
 namespace kvslim::cli {
@@ -86,6 +87,7 @@ void add_bench_command(CLI::App& app) {
                             // Weights a decoded token reads (attention, router, its k experts, one
                             // embedding row, the output): a MoE model's active parameters in bytes.
                             {"weight_bytes", model->weight_bytes()},
+                            {"weights_in", residency_name(model->file().residency())},
                             {"weight_bytes_per_token", model->active_weight_bytes_per_token()},
                             {"prefill", nlohmann::json::array()},
                             {"decode", nlohmann::json::array()}};
@@ -94,8 +96,9 @@ void add_bench_command(CLI::App& app) {
       fmt::print("{}\n", out.dump(2));
       return;
     }
-    fmt::print("model {}, {} threads, {} reps, press {}, kernels {} on {}\n", opt->model, pool.size(), opt->bench.reps,
-               opt->bench.compression.press, isa_name(active_isa()), cpu_description());
+    fmt::print("model {} (weights in {}), {} threads, {} reps, press {}, kernels {} on {}\n", opt->model,
+               residency_name(model->file().residency()), pool.size(), opt->bench.reps, opt->bench.compression.press,
+               isa_name(active_isa()), cpu_description());
     print_table("prefill", "prompt", "ms/prompt", report.prefill);
     print_table("decode", "context", "ms/token", report.decode);
     for (const auto& p : report.decode) {

@@ -1,4 +1,5 @@
-// File: owns the bytes of a GGUF file (a read-only mapping, or a heap copy for from_bytes),
+// File: owns the bytes of a GGUF file (a read-only mapping, a read-only copy in huge-page-advised
+// memory, or a heap copy for from_bytes),
 // parses them with gguf_parse, and answers typed metadata queries.
 #include "gguf/gguf.h"
 
@@ -110,15 +111,19 @@ struct FdCloser {
 }  // namespace
 
 struct File::Mapping {
-  // Exactly one of the two holds the bytes.
-  void* mapped = nullptr;
-  size_t mapped_size = 0;
+  // Exactly one of the two holds the bytes: a region of the address space (the file's mapping,
+  // or the anonymous memory it was read into, from `bytes` on), or a heap copy.
+  void* region = nullptr;
+  size_t region_size = 0;
+  const uint8_t* bytes = nullptr;
+  Residency residency = Residency::Mapped;
   std::unique_ptr<uint8_t, AlignedFree> copy;
 
   ~Mapping() {
-    if (mapped != nullptr) ::munmap(mapped, mapped_size);
+    if (region != nullptr) ::munmap(region, region_size);
   }
-  const uint8_t* data() const { return mapped ? static_cast<const uint8_t*>(mapped) : copy.get(); }
+  const uint8_t* data() const { return region ? bytes : copy.get(); }
+  static void read_into_huge_pages(int fd, const std::string& path, size_t size, Mapping& out);
 
   // Parses the bytes and builds the File that owns them. Mapping is nested in File, so it may
   // fill File's private fields; this keeps parser details out of the public header.
@@ -139,7 +144,32 @@ struct File::Mapping {
   }
 };
 
-File File::open(const std::string& path) {
+// Reads the file into anonymous memory that starts on a 2 MiB boundary and is advised for
+// transparent huge pages (a kernel without them, or with them off, gives 4 KiB pages: slower,
+// still correct), then makes it read-only like a mapping.
+void File::Mapping::read_into_huge_pages(int fd, const std::string& path, size_t size, Mapping& out) {
+  constexpr size_t kHugePage = size_t(2) << 20;
+  const size_t region_size = size + kHugePage;
+  void* region = ::mmap(nullptr, region_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (region == MAP_FAILED) fail("{}: cannot allocate {} bytes to read it into: {}", path, size, std::strerror(errno));
+  out.region = region;  // from here on, ~Mapping frees it whatever happens
+  out.region_size = region_size;
+  auto* bytes = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(region) + kHugePage - 1) & ~(kHugePage - 1));
+  ::madvise(bytes, size, MADV_HUGEPAGE);  // advice only: its failure changes the page size, not the bytes
+  for (size_t done = 0; done < size;) {
+    const ssize_t got = ::pread(fd, bytes + done, size - done, static_cast<off_t>(done));
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) fail("{}: read failed at byte {}: {}", path, done, std::strerror(errno));
+    if (got == 0) fail("{}: file ended at byte {} of {} while being read (changed on disk?)", path, done, size);
+    done += static_cast<size_t>(got);
+  }
+  if (::mprotect(region, region_size, PROT_READ) != 0)
+    fail("{}: cannot make its copy read-only: {}", path, std::strerror(errno));
+  out.bytes = bytes;
+  out.residency = Residency::InMemory;
+}
+
+File File::open(const std::string& path, Residency residency) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) fail("{}: cannot open: {}", path, std::strerror(errno));
   const FdCloser closer{fd};
@@ -151,12 +181,19 @@ File File::open(const std::string& path) {
 
   auto mapping = std::make_unique<Mapping>();
   const auto size = static_cast<size_t>(info.st_size);
-  void* addr = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
-  if (addr == MAP_FAILED) fail("{}: cannot mmap {} bytes: {}", path, size, std::strerror(errno));
-  mapping->mapped = addr;
-  mapping->mapped_size = size;
+  if (residency == Residency::InMemory) {
+    Mapping::read_into_huge_pages(fd, path, size, *mapping);
+  } else {
+    void* addr = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (addr == MAP_FAILED) fail("{}: cannot mmap {} bytes: {}", path, size, std::strerror(errno));
+    mapping->region = addr;
+    mapping->region_size = size;
+    mapping->bytes = static_cast<const uint8_t*>(addr);
+  }
   return Mapping::adopt(std::move(mapping), size, path);
 }
+
+Residency File::residency() const { return mapping_->residency; }
 
 File File::from_bytes(const std::vector<uint8_t>& bytes, std::string label) {
   if (bytes.empty()) fail("{}: empty buffer, not a GGUF model", label);

@@ -2,6 +2,9 @@
 
 #include <fmt/ranges.h>
 
+#include <filesystem>
+
+#include "model/weight_residency.h"
 #include "util/error.h"
 
 namespace kvslim {
@@ -129,7 +132,11 @@ MoeWeights load_moe(const TensorLoader& loader, const std::string& p, const Mode
 }  // namespace
 
 std::unique_ptr<Model> Model::load(const std::string& path) {
-  std::unique_ptr<Model> model(new Model(gguf::File::open(path)));
+  // A path that cannot be sized fails in File::open, with its reason.
+  std::error_code size_error;
+  const uint64_t bytes = std::filesystem::file_size(path, size_error);
+  const gguf::Residency residency = size_error ? gguf::Residency::Mapped : weight_residency(bytes);
+  std::unique_ptr<Model> model(new Model(gguf::File::open(path, residency)));
   Model& m = *model;
   m.config_ = ModelConfig::from_gguf(m.file_);
   ModelConfig& c = m.config_;

@@ -1,5 +1,6 @@
-// A loaded model: config, weights (views into the memory-mapped GGUF file, in their stored
-// type) and tokenizer. Immutable after loading, so sessions on several threads can share it.
+// A loaded model: config, weights (views into the GGUF file's bytes, read into memory or mapped
+// as weight_residency decides, in their stored type) and tokenizer. Immutable after loading, so
+// sessions on several threads can share it.
 #pragma once
 
 #include <memory>
@@ -30,6 +31,7 @@ struct LayerWeights {
 class Model {
  public:
   // Loads a GGUF model; every tensor's presence, shape and type is checked, and errors name it.
+  // Its bytes are read into memory or mapped as weight_residency(file size) decides.
   static std::unique_ptr<Model> load(const std::string& path);
 
   const ModelConfig& config() const { return config_; }

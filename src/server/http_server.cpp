@@ -11,6 +11,7 @@
 #include "model/fingerprint.h"
 #include "model/lookahead_adapter.h"
 #include "model/model.h"
+#include "model/weight_residency.h"
 #include "press/registry.h"
 #include "server/openai_format.h"
 #include "server/request_error.h"
@@ -283,7 +284,11 @@ void HttpServer::props(Response& res) {
               {"total_slots", options_.parallel},
               {"model_path", options_.model_path},
               {"model_alias", model_id_},
-              {"model", {{"n_layers", m.n_layers}, {"n_kv_heads", m.n_kv_heads}, {"head_dim", m.head_dim}}},
+              {"model",
+               {{"n_layers", m.n_layers},
+                {"n_kv_heads", m.n_kv_heads},
+                {"head_dim", m.head_dim},
+                {"weights_in", residency_name(model_->file().residency())}}},
               {"system", system_info(m.head_dim)},
               {"chat_template", template_ ? json(template_->source()) : json(nullptr)},
               {"chat_template_error", template_error_.empty() ? json(nullptr) : json(template_error_)},
