@@ -71,6 +71,11 @@ std::vector<char> file_bytes(const std::string& path) {
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
+std::vector<uint8_t> file_bytes_u8(const std::string& path) {
+  const std::vector<char> bytes = file_bytes(path);
+  return {bytes.begin(), bytes.end()};
+}
+
 // The copy holds the file's bytes and stays as it was when the file on disk changes afterwards
 // (a mapping would not promise that).
 TEST(WeightResidency, InMemoryCopyHoldsTheFilesBytes) {
@@ -95,6 +100,7 @@ TEST(WeightResidency, InMemoryCopyHoldsTheFilesBytes) {
 TEST(WeightResidency, MappedIsTheDefaultOfFileOpen) {
   const gguf::File file = gguf::File::open(make_model(TinyModel{}));
   EXPECT_EQ(file.residency(), Residency::Mapped);
+  EXPECT_EQ(gguf::File::from_bytes(file_bytes_u8(make_model(TinyModel{}))).residency(), Residency::InMemory);
 }
 
 TEST(WeightResidency, MissingFileNamedInMemoryToo) {

@@ -199,6 +199,7 @@ File File::from_bytes(const std::vector<uint8_t>& bytes, std::string label) {
   if (bytes.empty()) fail("{}: empty buffer, not a GGUF model", label);
   auto mapping = std::make_unique<Mapping>();
   mapping->copy.reset(static_cast<uint8_t*>(::operator new(bytes.size(), kCopyAlignment)));
+  mapping->residency = Residency::InMemory;
   std::memcpy(mapping->copy.get(), bytes.data(), bytes.size());
   return Mapping::adopt(std::move(mapping), bytes.size(), std::move(label));
 }

@@ -97,7 +97,7 @@ class File {
   uint32_t version() const { return version_; }
   uint64_t alignment() const { return alignment_; }
   uint64_t file_size() const { return size_; }
-  Residency residency() const;
+  Residency residency() const;  // from_bytes: InMemory (a heap copy, not advised for huge pages)
   const std::vector<MetadataEntry>& metadata() const { return metadata_; }
   const std::vector<TensorInfo>& tensors() const { return tensors_; }
 
