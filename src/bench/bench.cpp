@@ -43,6 +43,26 @@ std::vector<int32_t> random_tokens(int n, int n_vocab, uint64_t seed) {
   return tokens;
 }
 
+// Starts timing the ops (op_profile.h) when asked to.
+void start_profile(bool on) {
+  if (!on) return;
+  OpProfile::reset();
+  OpProfile::set_enabled(true);
+}
+
+// The ops timed since start_profile, per unit (a prompt, or a decoded token).
+std::vector<OpTime> finish_profile(bool on, double units) {
+  std::vector<OpTime> ops;
+  if (!on) return ops;
+  OpProfile::set_enabled(false);
+  for (int op = 0; op < int(ProfOp::kCount); ++op) {
+    const auto o = ProfOp(op);
+    if (OpProfile::count(o) == 0) continue;
+    ops.push_back({std::string(prof_op_name(o)), OpProfile::total_ns(o) / 1e6 / units, OpProfile::count(o) / units});
+  }
+  return ops;
+}
+
 }  // namespace
 
 BenchReport run_bench(const Model& model, ThreadPool& pool, const BenchOptions& options) {
@@ -58,6 +78,7 @@ BenchReport run_bench(const Model& model, ThreadPool& pool, const BenchOptions& 
     engine.context = length;
     std::vector<double> ms, rate, score_ms;
     BenchPoint point;
+    start_profile(options.profile);
     for (int rep = 0; rep < options.reps; ++rep) {
       const PreparedCompression compression = options.compression.prepare();  // a fresh press per run
       Session session(model, pool,
@@ -74,6 +95,7 @@ BenchReport run_bench(const Model& model, ThreadPool& pool, const BenchOptions& 
       point.kv_bytes_peak = session.kv().peak_bytes();
       point.token_cost = session.token_cost();
     }
+    point.profile = finish_profile(options.profile, options.reps);
     point.length = length;
     point.tokens_per_s = Summary::of(rate);
     point.ms = Summary::of(ms);
@@ -98,10 +120,7 @@ BenchReport run_bench(const Model& model, ThreadPool& pool, const BenchOptions& 
     std::vector<double> ms, rate;
     Sampler sampler(SamplerParams{}, n_vocab);
     const std::vector<int32_t> no_history;
-    if (options.profile) {
-      OpProfile::reset();
-      OpProfile::set_enabled(true);
-    }
+    start_profile(options.profile);
     for (int rep = 0; rep < options.reps; ++rep) {
       const auto start = Clock::now();
       for (int i = 0; i < options.decode_tokens; ++i) {
@@ -116,16 +135,7 @@ BenchReport run_bench(const Model& model, ThreadPool& pool, const BenchOptions& 
       rate.push_back(options.decode_tokens * 1000.0 / elapsed);
     }
     BenchPoint point;
-    if (options.profile) {
-      OpProfile::set_enabled(false);
-      const double steps_done = double(options.reps) * options.decode_tokens;
-      for (int op = 0; op < int(ProfOp::kCount); ++op) {
-        const auto o = ProfOp(op);
-        if (OpProfile::count(o) == 0) continue;
-        point.profile.push_back({std::string(prof_op_name(o)), OpProfile::total_ns(o) / 1e6 / steps_done,
-                                 OpProfile::count(o) / steps_done});
-      }
-    }
+    point.profile = finish_profile(options.profile, double(options.reps) * options.decode_tokens);
     point.length = context;
     point.tokens_per_s = Summary::of(rate);
     point.ms = Summary::of(ms);

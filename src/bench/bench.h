@@ -18,8 +18,8 @@ struct BenchOptions {
   int decode_tokens = 16;  // tokens decoded per repetition at each context length
   int batch = 512;
   uint64_t seed = 1;
-  // Time each op of the decode steps (and a sampling call per step, which plain decode
-  // measurements leave out): BenchPoint::profile.
+  // Time each op of the prefills and of the decode steps (and a sampling call per decode step,
+  // which plain decode measurements leave out): BenchPoint::profile.
   bool profile = false;
   CompressionOptions compression;  // the method measured (prefill includes its scoring)
   EngineOptions engine;            // only the KV page types are read (batch and context are set per run)
@@ -31,11 +31,11 @@ struct Summary {
   static Summary of(std::vector<double> values);
 };
 
-// One op's share of a decode step (see util/op_profile.h).
+// One op's share of a prefill (per prompt) or of a decode step (per token); see util/op_profile.h.
 struct OpTime {
   std::string op;
-  double ms_per_token = 0;
-  double calls_per_token = 0;
+  double ms = 0;
+  double calls = 0;
 };
 
 struct BenchPoint {
@@ -48,7 +48,7 @@ struct BenchPoint {
   // Per (layer, KV head) in token-equivalents once the prompt (context) is cached: what decode
   // stores and reads each step (Session::token_cost; RocketKV's own report).
   std::optional<TokenCost> token_cost;
-  std::vector<OpTime> profile;  // decode with BenchOptions::profile only
+  std::vector<OpTime> profile;  // with BenchOptions::profile only: per prompt, or per decoded token
 };
 
 struct BenchReport {

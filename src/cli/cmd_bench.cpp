@@ -13,14 +13,23 @@ namespace kvslim::cli {
 
 namespace {
 
-nlohmann::json profile_json(const BenchPoint& p) {
+// unit: "prompt" (prefill) or "token" (decode), what the times and calls are per.
+nlohmann::json profile_json(const BenchPoint& p, const std::string& unit) {
   nlohmann::json ops = nlohmann::json::array();
   for (const auto& o : p.profile)
-    ops.push_back({{"op", o.op}, {"ms_per_token", o.ms_per_token}, {"calls_per_token", o.calls_per_token}});
+    ops.push_back({{"op", o.op}, {"ms_per_" + unit, o.ms}, {"calls_per_" + unit, o.calls}});
   return ops;
 }
 
-nlohmann::json to_json(const BenchPoint& p, const char* length_key) {
+// Scopes nest (the matmuls and matvecs include their pool wait), so shares are of the measured time.
+void print_profile(const BenchPoint& p, const char* what, const char* unit) {
+  if (p.profile.empty()) return;
+  fmt::print("{} profile at {} (ms per {}; pool wait is inside the matvecs)\n", what, p.length, unit);
+  for (const auto& o : p.profile)
+    fmt::print("  {:<20} {:>9.3f} ms {:>6.1f}% {:>8.1f} calls\n", o.op, o.ms, 100.0 * o.ms / p.ms.median, o.calls);
+}
+
+nlohmann::json to_json(const BenchPoint& p, const char* length_key, const std::string& unit) {
   return {{length_key, p.length},
           {"tok_s", {{"median", p.tokens_per_s.median}, {"min", p.tokens_per_s.min}, {"max", p.tokens_per_s.max}}},
           {"ms", {{"median", p.ms.median}, {"min", p.ms.min}, {"max", p.ms.max}}},
@@ -29,7 +38,7 @@ nlohmann::json to_json(const BenchPoint& p, const char* length_key) {
           {"kv_bytes_peak", p.kv_bytes_peak},
           {"storage_tokens", p.token_cost ? nlohmann::json(p.token_cost->storage) : nlohmann::json()},
           {"traffic_tokens", p.token_cost ? nlohmann::json(p.token_cost->traffic) : nlohmann::json()},
-          {"profile", profile_json(p)}};
+          {"profile", profile_json(p, unit)}};
 }
 
 // Token-equivalents per head, or "-" for sparse attention without a report.
@@ -71,8 +80,9 @@ void add_bench_command(CLI::App& app) {
   add_compression_options(*cmd, opt->bench.compression);
   add_kv_type_options(*cmd, opt->bench.engine);
   cmd->add_option("--threads", opt->threads, "threads (0: all cores)")->capture_default_str();
-  cmd->add_flag("--profile", opt->bench.profile,
-                "time each op of the decode steps (matvecs, attention, norms, sampling, pool wait)");
+  cmd->add_flag(
+      "--profile", opt->bench.profile,
+      "time each op of the prefills and decode steps (matmuls/matvecs, attention, norms, sampling, pool wait)");
   cmd->add_flag("--json", opt->json, "print JSON");
   cmd->callback([opt] {
     const auto model = Model::load(opt->model);
@@ -91,8 +101,8 @@ void add_bench_command(CLI::App& app) {
                             {"weight_bytes_per_token", model->active_weight_bytes_per_token()},
                             {"prefill", nlohmann::json::array()},
                             {"decode", nlohmann::json::array()}};
-      for (const auto& p : report.prefill) out["prefill"].push_back(to_json(p, "prompt_length"));
-      for (const auto& p : report.decode) out["decode"].push_back(to_json(p, "context_length"));
+      for (const auto& p : report.prefill) out["prefill"].push_back(to_json(p, "prompt_length", "prompt"));
+      for (const auto& p : report.decode) out["decode"].push_back(to_json(p, "context_length", "token"));
       fmt::print("{}\n", out.dump(2));
       return;
     }
@@ -101,14 +111,8 @@ void add_bench_command(CLI::App& app) {
                isa_name(active_isa()), cpu_description());
     print_table("prefill", "prompt", "ms/prompt", report.prefill);
     print_table("decode", "context", "ms/token", report.decode);
-    for (const auto& p : report.decode) {
-      if (p.profile.empty()) continue;
-      // Scopes nest (the matvecs include their pool wait), so shares are of the measured step.
-      fmt::print("decode profile at context {} (ms per token; pool wait is inside the matvecs)\n", p.length);
-      for (const auto& o : p.profile)
-        fmt::print("  {:<20} {:>9.3f} ms {:>6.1f}% {:>8.1f} calls\n", o.op, o.ms_per_token,
-                   100.0 * o.ms_per_token / p.ms.median, o.calls_per_token);
-    }
+    for (const auto& p : report.prefill) print_profile(p, "prefill", "prompt");
+    for (const auto& p : report.decode) print_profile(p, "decode", "token");
   });
 }
 
