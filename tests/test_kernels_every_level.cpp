@@ -150,6 +150,47 @@ TEST_P(EveryLevelWeights, MatmulAgreesWithScalarOnOddShapes) {
   }
 }
 
+// Prefill's q/k/v and gate/up products (matmul_multi, one packing of x and one queue of weight
+// panels where the weights share a type): each output equals matmul's bit for bit at every level
+// and thread count, with row counts that end mid-panel; so do mixed types, one product each.
+TEST_P(EveryLevelWeights, MatmulMultiEqualsSeparateMatmuls) {
+  const DType type = GetParam();
+  const int64_t block = dtype_block_size(type);
+  const int64_t cols = block == 256 ? 512 : block == 1 ? 300 : 96;
+  const Weights a = make_weights(type, 301, cols, 31), b = make_weights(type, 40, cols, 32),
+                c = make_weights(type, 97, cols, 33);
+  const Weights other = make_weights(type == DType::F32 ? DType::F16 : DType::F32, 19, cols, 34);
+  const int64_t n = 37;
+  const auto x = normal_vec(size_t(n * cols), 35);
+  ThreadPool one(1), two(2), three(3);
+  std::vector<Isa> levels = higher_levels();
+  levels.insert(levels.begin(), Isa::Scalar);
+  for (Isa isa : levels) {
+    ScopedIsa level(isa);
+    for (const std::vector<const Weights*>& group :
+         {std::vector<const Weights*>{&a, &b, &c}, std::vector<const Weights*>{&b, &other, &a}}) {
+      std::vector<WeightView> views;
+      std::vector<std::vector<float>> want;
+      for (const Weights* w : group) {
+        views.push_back(w->view());
+        want.emplace_back(size_t(n * w->rows));
+        matmul(w->view(), x.data(), n, want.back().data(), one);
+      }
+      for (ThreadPool* pool : {&one, &two, &three}) {
+        std::vector<std::vector<float>> got;
+        std::vector<float*> ys;
+        for (const Weights* w : group) got.emplace_back(size_t(n * w->rows), -1.0f);
+        for (auto& g : got) ys.push_back(g.data());
+        matmul_multi(views, x.data(), n, ys, *pool);
+        for (size_t i = 0; i < group.size(); ++i)
+          ASSERT_EQ(0, std::memcmp(want[i].data(), got[i].data(), want[i].size() * sizeof(float)))
+              << dtype_name(group[i]->type) << " product " << i << " of " << group.size() << " at " << isa_name(isa)
+              << " on " << pool->size() << " threads";
+      }
+    }
+  }
+}
+
 TEST_P(EveryLevelWeights, ConversionsAreBitIdentical) {
   const DType type = GetParam();
   const int64_t n = dtype_block_size(type) == 256 ? 512 : 96;

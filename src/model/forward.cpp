@@ -21,19 +21,19 @@ void project(const WeightView& w, const LoraAdapter* lora, int layer, LoraSite s
 }
 
 // Several projections of the same x (q/k/v, gate/up). For one token they share a single pool
-// dispatch (matvec_multi), which is where decode's synchronisation cost goes; results are the
-// same as one project() each.
+// dispatch (matvec_multi), which is where decode's synchronisation cost goes; for a block, one
+// packing of x and one queue of weight panels (matmul_multi). Results are the same as one
+// project() each.
 template <size_t N>
 void project_same_x(const std::array<const WeightView*, N>& ws, const LoraAdapter* lora, int layer,
                     const std::array<LoraSite, N>& sites, const float* x, int n, const std::array<float*, N>& ys,
                     ThreadPool& pool) {
-  if (n == 1) {
-    std::array<WeightView, N> views;
-    for (size_t i = 0; i < N; ++i) views[i] = *ws[i];
+  std::array<WeightView, N> views;
+  for (size_t i = 0; i < N; ++i) views[i] = *ws[i];
+  if (n == 1)
     matvec_multi(views, x, ys, pool);
-  } else {
-    for (size_t i = 0; i < N; ++i) matmul(*ws[i], x, n, ys[i], pool);
-  }
+  else
+    matmul_multi(views, x, n, ys, pool);
   if (lora)
     for (size_t i = 0; i < N; ++i) lora->apply(layer, sites[i], x, n, ys[i], pool);
 }

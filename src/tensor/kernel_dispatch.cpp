@@ -26,6 +26,11 @@ void matmul(const WeightView& w, const float* x, int64_t n, float* y, ThreadPool
   KVSLIM_ISA_DISPATCH(matmul(w, x, n, y, pool));
 }
 
+void matmul_multi(std::span<const WeightView> ws, const float* x, int64_t n, std::span<float* const> ys,
+                  ThreadPool& pool) {
+  KVSLIM_ISA_DISPATCH(matmul_multi(ws, x, n, ys, pool));
+}
+
 void gemm_f32_nt(const float* x, int64_t ldx, int64_t n, const float* w, int64_t w_rows, int64_t k, float* y,
                  int64_t ldy, bool accumulate) {
   KVSLIM_ISA_DISPATCH(gemm_f32_nt(x, ldx, n, w, w_rows, k, y, ldy, accumulate));

@@ -16,6 +16,8 @@
 // one thread in a fixed order, so results do not depend on the number of threads.
 #include <algorithm>
 #include <cstring>
+#include <span>
+#include <vector>
 
 #include "tensor/kernels.h"
 #include "tensor/matmul_internal.h"
@@ -523,15 +525,54 @@ void store_tile(const float* tile, int64_t xpi, int64_t r0, const detail::GemmOp
   }
 }
 
-// The blocked GEMM over a panel format P (F32Panels, F32TransposedPanels or Bf16Panels), on the
-// pool's threads, or on the calling thread alone when pool is null.
+// One product of gemm_panels: its weight and where its outputs go (y, rows ldy apart, written or
+// added to). All the products of one call multiply the same x.
+struct GemmTarget {
+  WeightView w;
+  float* y;
+  int64_t ldy;
+  bool accumulate;
+};
+
+// Weight panels [p0, p1) of target `target`, claimed by one thread.
+struct PanelChunk {
+  int target;
+  int64_t p0, p1;
+};
+
+// Splits every target's weight panels into chunks, in order: up to max_chunk panels (an L2-sized
+// block, see gemm_panels), shrinking to a (4 * threads)-th of the panels still to hand out, so
+// that the threads finish within a small chunk of each other (equal chunks left one thread idle
+// for up to a whole chunk at the end of each product: 94% scaling from 1 to 2 threads on the
+// 2048 x 2048 projections). A chunk never spans two targets.
+std::vector<PanelChunk> chunk_panels(std::span<const GemmTarget> targets, int threads, int64_t max_chunk) {
+  int64_t left = 0;
+  for (const GemmTarget& t : targets) left += (t.w.rows + kNR - 1) / kNR;
+  std::vector<PanelChunk> chunks;
+  for (int i = 0; i < static_cast<int>(targets.size()); ++i) {
+    const int64_t panels = (targets[size_t(i)].w.rows + kNR - 1) / kNR;
+    for (int64_t p0 = 0; p0 < panels;) {
+      const int64_t size = std::clamp<int64_t>(left / (4 * threads), 1, max_chunk);
+      const int64_t p1 = std::min(panels, p0 + size);
+      chunks.push_back({i, p0, p1});
+      left -= p1 - p0;
+      p0 = p1;
+    }
+  }
+  return chunks;
+}
+
+// The blocked GEMM over a panel format P (F32Panels, F32TransposedPanels or Bf16Panels): y_i =
+// x W_i^T for every target i, on the pool's threads, or on the calling thread alone when pool is
+// null. The targets share x, packed once, and one queue of weight panels; they have the same
+// type and number of columns.
 template <class P>
-void gemm_panels(const WeightView& w, const detail::GemmOperands& op, ThreadPool* pool) {
-  const float* x = op.x;
-  const int64_t n = op.n;
-  const int64_t k = w.cols;
+void gemm_panels(std::span<const GemmTarget> targets, const float* x, int64_t ldx, int64_t n, ThreadPool* pool) {
+  const WeightView& w0 = targets[0].w;
+  const int64_t k = w0.cols;
   const int64_t n_xpanels = (n + kMR - 1) / kMR;
-  const int64_t n_wpanels = (w.rows + kNR - 1) / kNR;
+  int64_t all_rows = 0;
+  for (const GemmTarget& t : targets) all_rows += t.w.rows;
   using XElem = typename P::XElem;
   using WElem = typename P::WElem;
   // Packed x is slice-major: [K slice][token panel][one panel's slice], so that the token panels
@@ -546,20 +587,22 @@ void gemm_panels(const WeightView& w, const detail::GemmOperands& op, ThreadPool
   auto* xp = static_cast<XElem*>(x_scratch.get(static_cast<size_t>(n_slices * x_slice_stride) * sizeof(XElem)));
 
   const int threads = pool != nullptr ? pool->size() : 1;
-  const bool parallel = threads > 1 && static_cast<double>(n) * w.rows * k > 2e6;
+  const bool parallel = threads > 1 && static_cast<double>(n) * all_rows * k > 2e6;
   auto pack = [&](int t, int nt) {
     for (int64_t p = n_xpanels * t / nt; p < n_xpanels * (t + 1) / nt; ++p)
-      P::pack_x(x, op.ldx, n, k, p * kMR, xp + p * x_slice, x_slice_stride, w.type);
+      P::pack_x(x, ldx, n, k, p * kMR, xp + p * x_slice, x_slice_stride, w0.type);
   };
-  // Weight panels go out in chunks of up to kChunk (about 4 chunks per thread at least). A
-  // thread converts a whole chunk's K slice (at most kChunk panels, an L2-sized block), then runs
-  // every token panel against all of it: each token panel's slice is read from memory once per
-  // chunk and reused from L1 by the chunk's panels, rather than once per weight panel (with 512
-  // tokens the packed x of one K slice is 512 KiB, more than a Zen 3 L2 holds). A chunk is 128
-  // weight rows at every level: 4 panels of 32 at AVX-512, 8 of 16 at AVX2 (4 of 16 left the
-  // AVX2 FFN down projection, 2048 x 8192, 6-9% slower on a Zen 5 VM).
+  // Weight panels go out in chunks of up to kChunk (chunk_panels). A thread converts a whole
+  // chunk's K slice (at most kChunk panels, an L2-sized block), then runs every token panel
+  // against all of it: each token panel's slice is read from memory once per chunk and reused
+  // from L1 by the chunk's panels, rather than once per weight panel (with 512 tokens the packed
+  // x of one K slice is 512 KiB, more than a Zen 3 L2 holds). A chunk is 128 weight rows at every
+  // level: 4 panels of 32 at AVX-512, 8 of 16 at AVX2 (4 of 16 left the AVX2 FFN down
+  // projection, 2048 x 8192, 6-9% slower on a Zen 5 VM).
   constexpr int64_t kChunk = 128 / kNR;
-  detail::ChunkQueue queue(n_wpanels, std::clamp<int64_t>(n_wpanels / (4 * threads), 1, kChunk));
+  const std::vector<PanelChunk> chunks = chunk_panels(targets, parallel ? threads : 1, kChunk);
+  const auto n_chunks = static_cast<int64_t>(chunks.size());
+  detail::ChunkQueue queue(n_chunks, 1);
   auto compute = [&](int, int) {
     thread_local detail::Scratch w_scratch;
     // The chunk's weight panels, then kWPanel floats for the block types' dequantised rows.
@@ -577,9 +620,14 @@ void gemm_panels(const WeightView& w, const detail::GemmOperands& op, ThreadPool
     // The chunk after this one is claimed while this one's last K slice is computed, so that its
     // first slice can be prefetched like every other slice (the chunk's first slice otherwise
     // waited on DRAM in pack_w).
-    int64_t p0 = 0, p1 = 0, n0 = 0, n1 = 0;
-    bool have = queue.pop(p0, p1);
+    int64_t ci = 0, ci_end = 0, ni = 0, ni_end = 0;
+    bool have = queue.pop(ci, ci_end);
     while (have) {
+      const PanelChunk& chunk = chunks[size_t(ci)];
+      const GemmTarget& target = targets[size_t(chunk.target)];
+      const WeightView& w = target.w;
+      const int64_t p0 = chunk.p0, p1 = chunk.p1;
+      const detail::GemmOperands op{x, ldx, n, target.y, target.ldy, target.accumulate};
       bool have_next = false;
       for (int64_t k0 = 0; k0 < k; k0 += kKC) {
         const int64_t kc = std::min(kKC, k - k0);
@@ -590,19 +638,28 @@ void gemm_panels(const WeightView& w, const detail::GemmOperands& op, ThreadPool
         // of f32) and would evict them again before their use.
         const int64_t next_k0 = k0 + kKC;
         const bool last = next_k0 >= k;
-        if (last) have_next = queue.pop(n0, n1);
-        const int64_t pf_r0 = (last ? n0 : p0) * kNR, pf_r1 = std::min(w.rows, (last ? n1 : p1) * kNR);
+        if (last) have_next = queue.pop(ni, ni_end);
+        const PanelChunk& pf = last && have_next ? chunks[size_t(ni)] : chunk;
+        const WeightView& pf_w = targets[size_t(pf.target)].w;
+        const int64_t pf_r0 = pf.p0 * kNR, pf_r1 = std::min(pf_w.rows, pf.p1 * kNR);
         const int64_t pf_k0 = last ? 0 : next_k0;
         const bool more = P::kPrefetchWeights && (!last || have_next);
         const int64_t window = std::min<int64_t>(n_xpanels, kPrefetchPanels);
-        const detail::PanelPrefetcher prefetcher(w, pf_r0, more ? pf_r1 : pf_r0, pf_k0,
+        const detail::PanelPrefetcher prefetcher(pf_w, pf_r0, more ? pf_r1 : pf_r0, pf_k0,
                                                  more ? std::min(kKC, k - pf_k0) : 0, window);
+        const XElem* x_k0 = xp + k0 / kKC * x_slice_stride;
+        const int64_t x_lines = static_cast<int64_t>(sizeof(XElem)) * x_slice / 64;
         for (int64_t xpi = 0; xpi < n_xpanels; ++xpi) {
+          // The next token panel's slice, a part per weight panel: it comes from L3 (the packed x
+          // of a K slice outgrows L2), and the first weight panel to use it would wait on it.
+          const char* x_next = reinterpret_cast<const char*>(x_k0 + std::min(xpi + 1, n_xpanels - 1) * x_slice);
           for (int64_t p = p0; p < p1; ++p) {
             float* tile = cbuf + (xpi * (p1 - p0) + (p - p0)) * kTile;
             // Its lines are wanted at the end of the k loop: asked for now, they arrive meanwhile.
             for (int64_t line = 0; line < kTile; line += 16) __builtin_prefetch(tile + line, 1, 3);
-            P::kernel(xp + k0 / kKC * x_slice_stride + xpi * x_slice, wbuf + (p - p0) * kWPanel, kc, tile, k0 == 0);
+            for (int64_t line = x_lines * (p - p0) / (p1 - p0); line < x_lines * (p - p0 + 1) / (p1 - p0); ++line)
+              __builtin_prefetch(x_next + line * 64, 0, 3);
+            P::kernel(x_k0 + xpi * x_slice, wbuf + (p - p0) * kWPanel, kc, tile, k0 == 0);
             // Stored as soon as it is whole, so that the misses of y's rows overlap the next tiles'
             // arithmetic (stored in a pass of their own after the slice, 4% of an F16 prefill).
             if (last) store_tile(tile, xpi, p * kNR, op, w.rows);
@@ -610,8 +667,7 @@ void gemm_panels(const WeightView& w, const detail::GemmOperands& op, ThreadPool
           if (xpi >= n_xpanels - window) prefetcher.part(xpi - (n_xpanels - window));
         }
       }
-      p0 = n0;
-      p1 = n1;
+      ci = ni;
       have = have_next;
     }
   };
@@ -624,37 +680,83 @@ void gemm_panels(const WeightView& w, const detail::GemmOperands& op, ThreadPool
   }
 }
 
+// The blocked GEMM of one product.
+template <class P>
+void gemm_panels(const WeightView& w, const detail::GemmOperands& op, ThreadPool* pool) {
+  const GemmTarget target{w, op.y, op.ldy, op.accumulate};
+  gemm_panels<P>(std::span<const GemmTarget>(&target, 1), op.x, op.ldx, op.n, pool);
+}
+
 }  // namespace
 
-void matmul(const WeightView& w, const float* x, int64_t n, float* y, ThreadPool& pool) {
+namespace {
+
+// Where a product of n > 1 tokens with a weight of this type goes (matmul's dispatch).
+enum class GemmPath { Int8, AmxBf16, Bf16Dot, F32 };
+GemmPath gemm_path(DType type, int64_t n) {
+  if (detail::matmul_q8_takes(type)) return GemmPath::Int8;
+  // AMX works on 16-token tiles; below one tile the f32 GEMM wastes less.
+  if ((type == DType::F16 || type == DType::BF16) && n >= 16 && detail::amx_bf16_usable()) return GemmPath::AmxBf16;
+  if (type == DType::BF16 && detail::bf16_dot_gemm_preferred()) return GemmPath::Bf16Dot;
+  return GemmPath::F32;
+}
+
+// The shape checks of matmul. False when there is nothing to multiply (y is then zeroed as an
+// empty sum, or left alone when it has no elements).
+bool matmul_shape_ok(const WeightView& w, int64_t n, float* y) {
   if (w.rows < 0 || w.cols < 0 || n < 0) fail("matmul: invalid shape {}x{} with n = {}", w.rows, w.cols, n);
-  if (n == 0 || w.rows == 0) return;
+  if (n == 0 || w.rows == 0) return false;
   if (w.cols == 0) {
     std::memset(y, 0, static_cast<size_t>(n) * w.rows * sizeof(float));
-    return;
+    return false;
   }
   if (w.cols % dtype_block_size(w.type) != 0) {
     fail("matmul: {} weight has {} columns, not a multiple of {}", dtype_name(w.type), w.cols,
          dtype_block_size(w.type));
   }
+  return true;
+}
+
+}  // namespace
+
+void matmul(const WeightView& w, const float* x, int64_t n, float* y, ThreadPool& pool) {
+  if (!matmul_shape_ok(w, n, y)) return;
   if (n == 1) {
     matvec(w, x, y, pool);
     return;
   }
-  if (detail::matmul_q8_takes(w.type)) {
-    detail::matmul_q8(w, x, n, y, pool);
-    return;
-  }
-  // AMX works on 16-token tiles; below one tile the f32 GEMM wastes less.
-  if ((w.type == DType::F16 || w.type == DType::BF16) && n >= 16 && detail::amx_bf16_usable()) {
-    detail::matmul_bf16_amx(w, x, n, y, pool);
-    return;
-  }
-  if (w.type == DType::BF16 && detail::bf16_dot_gemm_preferred()) {
-    detail::matmul_bf16_dot(w, x, n, y, pool);
-    return;
+  switch (gemm_path(w.type, n)) {
+    case GemmPath::Int8: return detail::matmul_q8(w, x, n, y, pool);
+    case GemmPath::AmxBf16: return detail::matmul_bf16_amx(w, x, n, y, pool);
+    case GemmPath::Bf16Dot: return detail::matmul_bf16_dot(w, x, n, y, pool);
+    case GemmPath::F32: break;
   }
   gemm_panels<F32Panels>(w, detail::GemmOperands{x, w.cols, n, y, w.rows, false}, &pool);
+}
+
+void matmul_multi(std::span<const WeightView> ws, const float* x, int64_t n, std::span<float* const> ys,
+                  ThreadPool& pool) {
+  if (ws.size() != ys.size()) fail("matmul_multi: {} weights but {} outputs", ws.size(), ys.size());
+  if (ws.empty()) return;
+  bool shared = n > 1;
+  std::vector<GemmTarget> targets;
+  for (size_t i = 0; i < ws.size(); ++i) {
+    if (!matmul_shape_ok(ws[i], n, ys[i])) {
+      shared = false;  // an empty product: the rest go one by one
+      continue;
+    }
+    shared = shared && ws[i].type == ws[0].type && ws[i].cols == ws[0].cols;
+    targets.push_back({ws[i], ys[i], ws[i].rows, false});
+  }
+  // One packing of x and one queue of panels for all the products, where they take the same
+  // blocked GEMM; the other paths (and mixed types, as q4_K_M files mix q4_K and q6_K) run one
+  // product at a time. Either way each y is matmul's.
+  const GemmPath path = shared ? gemm_path(ws[0].type, n) : GemmPath::Int8;
+  if (shared && path == GemmPath::F32) return gemm_panels<F32Panels>(targets, x, ws[0].cols, n, &pool);
+#if defined(KVSLIM_BF16_DOT)
+  if (shared && path == GemmPath::Bf16Dot) return gemm_panels<Bf16Panels>(targets, x, ws[0].cols, n, &pool);
+#endif
+  for (size_t i = 0; i < ws.size(); ++i) KVSLIM_ISA_NS::matmul(ws[i], x, n, ys[i], pool);
 }
 
 namespace detail {

@@ -31,6 +31,12 @@ void matvec_multi(std::span<const WeightView> ws, const float* x, std::span<floa
 
 // Y[t][r] = sum_c W[r][c] * X[t][c] for t < n. X is n x W.cols, Y is n x W.rows (row-major).
 void matmul(const WeightView& w, const float* x, int64_t n, float* y, ThreadPool& pool);
+// ys[i] = the matmul of ws[i] and x, for several weights that read the same x (prefill's q/k/v and
+// gate/up): where they share a type and width and take the blocked f32 or bf16 GEMM, x is packed
+// once and their weight panels go out from one queue (one pool dispatch, one end of work to wait
+// for); otherwise one matmul each. Each y is bit-identical to matmul's.
+void matmul_multi(std::span<const WeightView> ws, const float* x, int64_t n, std::span<float* const> ys,
+                  ThreadPool& pool);
 
 // Single-threaded f32 products for kernels that already run one per thread (prefill attention),
 // on the same blocked GEMM as matmul. X is n x k with rows ldx apart; Y is n x (rows of W) with
