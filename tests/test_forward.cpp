@@ -323,10 +323,18 @@ TEST(Forward, ChunkedWholeAndTokenByTokenPrefillAgree) {
   }
 }
 
-TEST(Forward, OneAndTwoThreadsGiveIdenticalLogits) {
-  const auto model = Model::load(make_model(tm(Arch::Qwen2, DType::Q8_0)));
-  const auto tokens = test_tokens(30, model->config().n_vocab);
-  for (int block : {1, 8}) EXPECT_EQ(engine_logits(*model, tokens, block, 1), engine_logits(*model, tokens, block, 2));
+// Blocks of 16 tokens or more also split the per-token ops (norms, RoPE, the gated activation,
+// the residual) across the threads, and the q/k/v and gate/up products share a queue of panels.
+TEST(Forward, OneTwoAndThreeThreadsGiveIdenticalLogits) {
+  for (const DType type : {DType::Q8_0, DType::F16}) {
+    const auto model = Model::load(make_model(tm(Arch::Qwen2, type)));
+    const auto tokens = test_tokens(30, model->config().n_vocab);
+    for (int block : {1, 8, 30}) {
+      const auto one = engine_logits(*model, tokens, block, 1);
+      EXPECT_EQ(one, engine_logits(*model, tokens, block, 2)) << dtype_name(type) << " block " << block;
+      EXPECT_EQ(one, engine_logits(*model, tokens, block, 3)) << dtype_name(type) << " block " << block;
+    }
+  }
 }
 
 TEST(Forward, TokenOutsideVocabularyIsAnError) {

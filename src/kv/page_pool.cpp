@@ -47,8 +47,9 @@ PagePool::~PagePool() {
   for (KvPage* page : free_) unmap_page(page);
 }
 
-KvPage* PagePool::map_page() {
-  void* base = mmap(nullptr, page_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+KvPage* PagePool::map_page(bool populate) {
+  const int flags = MAP_PRIVATE | MAP_ANONYMOUS | (populate ? MAP_POPULATE : 0);
+  void* base = mmap(nullptr, page_bytes_, PROT_READ | PROT_WRITE, flags, -1, 0);
   if (base == MAP_FAILED)
     fail("KV cache: cannot map a page of {} bytes ({} pages mapped): {}", page_bytes_, in_use_ + int64_t(free_.size()),
          std::strerror(errno));
@@ -64,7 +65,9 @@ KvPage* PagePool::acquire() {
     page = free_.back();
     free_.pop_back();
   } else {
-    page = map_page();
+    // About to be written: faulted in by the one mmap call rather than one trap per 4 KiB as
+    // rows arrive (a 512-token F16 prefill appended its KV in 65-77 ms instead of 36, 2026-11-29).
+    page = map_page(true);
   }
   ++in_use_;
   if (uint64_t(in_use_) > peak_in_use_) peak_in_use_ = uint64_t(in_use_);
@@ -83,7 +86,7 @@ void PagePool::reserve(int64_t n_pages) {
   reserve_ = n_pages < 0 ? 0 : n_pages;
   // The free list never holds more than the reserve, so release() never allocates.
   free_.reserve(size_t(reserve_));
-  while (in_use_ + int64_t(free_.size()) < reserve_) free_.push_back(map_page());
+  while (in_use_ + int64_t(free_.size()) < reserve_) free_.push_back(map_page(false));
   // A lowered reserve gives surplus free pages back to the OS.
   while (!free_.empty() && in_use_ + int64_t(free_.size()) > reserve_) {
     unmap_page(free_.back());

@@ -42,7 +42,9 @@ class PagePool {
   uint64_t peak_bytes_in_use() const { return peak_in_use_ * page_bytes_; }
 
  private:
-  KvPage* map_page();
+  // A new page; populate faults all of it in now (pages acquired to be written at once), not
+  // reserved ones, which cost no resident memory until decode reaches them.
+  KvPage* map_page(bool populate);
   void unmap_page(KvPage* page);
 
   int head_dim_, page_tokens_;

@@ -55,6 +55,18 @@ void scale_inplace(float* x, int64_t n, float scale) {
   for (int64_t i = 0; i < n; ++i) x[i] *= scale;
 }
 
+// Calls fn(t0, t1) over [0, n) split by token across the pool's threads. The per-token ops of a
+// block (norms, RoPE, the gated activation, the residual add) ran on the calling thread alone,
+// with the other threads idle: 90 ms of a 512-token F16 prefill on 2 threads (2026-11-29). Small
+// blocks (decode's one token) stay on the caller, where a dispatch would cost more than the op.
+template <class Fn>
+void for_tokens(int n, ThreadPool& pool, Fn&& fn) {
+  if (n < 16)
+    fn(int64_t{0}, int64_t{n});
+  else
+    pool.parallel_for_fn(n, fn);
+}
+
 }  // namespace
 
 Forward::Forward(const Model& model, int max_block, int64_t n_ctx) : model_(model), max_block_(max_block) {
@@ -153,8 +165,10 @@ void Forward::attention_block(int layer, int n, int64_t pos0, KvCache& cache, Th
   const LayerWeights& w = model_.layers()[layer];
   {
     ProfileScope prof(ProfOp::Norm);
-    for (int t = 0; t < n; ++t)
-      rmsnorm(&x_[size_t(t) * c.dim], w.attn_norm.data(), &xn_[size_t(t) * c.dim], c.dim, c.rms_eps);
+    for_tokens(n, pool, [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t)
+        rmsnorm(&x_[size_t(t) * c.dim], w.attn_norm.data(), &xn_[size_t(t) * c.dim], c.dim, c.rms_eps);
+    });
   }
   {
     ProfileScope prof(ProfOp::MatvecQKV);
@@ -166,14 +180,19 @@ void Forward::attention_block(int layer, int n, int64_t pos0, KvCache& cache, Th
   }
   {
     ProfileScope prof(ProfOp::Rope);
-    norm_rows(q_.data(), n * c.n_heads, c.head_dim, w.q_norm, c.rms_eps);
-    norm_rows(k_.data(), n * c.n_kv_heads, c.head_dim, w.k_norm, c.rms_eps);
     const RopeConfig& rope = c.is_local_layer(layer) ? rope_local_ : rope_;
-    for (int t = 0; t < n && c.layer_has_rope(layer); ++t) {
-      rope_inplace(&q_[size_t(t) * c.q_dim()], c.n_heads, pos0 + t, rope);
-      rope_inplace(&k_[size_t(t) * c.kv_dim()], c.n_kv_heads, pos0 + t, rope);
-    }
-    if (q_scale_ != 1.0f) scale_inplace(q_.data(), int64_t(n) * c.q_dim(), q_scale_);
+    for_tokens(n, pool, [&](int64_t t0, int64_t t1) {
+      float* q = &q_[size_t(t0) * c.q_dim()];
+      float* k = &k_[size_t(t0) * c.kv_dim()];
+      const int tokens = int(t1 - t0);
+      norm_rows(q, tokens * c.n_heads, c.head_dim, w.q_norm, c.rms_eps);
+      norm_rows(k, tokens * c.n_kv_heads, c.head_dim, w.k_norm, c.rms_eps);
+      for (int64_t t = t0; t < t1 && c.layer_has_rope(layer); ++t) {
+        rope_inplace(&q_[size_t(t) * c.q_dim()], c.n_heads, pos0 + t, rope);
+        rope_inplace(&k_[size_t(t) * c.kv_dim()], c.n_kv_heads, pos0 + t, rope);
+      }
+      if (q_scale_ != 1.0f) scale_inplace(q, int64_t(tokens) * c.q_dim(), q_scale_);
+    });
   }
   {
     ProfileScope prof(ProfOp::KvAppend);
@@ -193,9 +212,17 @@ void Forward::attention_block(int layer, int n, int64_t pos0, KvCache& cache, Th
     project(w.wo, lora, layer, LoraSite::O, attn_.data(), n, xn_.data(), pool);
     add_bias(xn_.data(), w.bo, n);  // gpt-oss
   }
-  norm_rows(xn_.data(), n, c.dim, w.post_attn_norm, c.rms_eps);
+  residual(n, w.post_attn_norm, pool);
+}
+
+void Forward::residual(int n, const std::vector<float>& post_norm, ThreadPool& pool) {
+  const ModelConfig& c = model_.config();
   ProfileScope prof(ProfOp::Residual);
-  add_inplace(x_.data(), xn_.data(), int64_t(n) * c.dim);
+  for_tokens(n, pool, [&](int64_t t0, int64_t t1) {
+    float* out = &xn_[size_t(t0) * c.dim];
+    norm_rows(out, int(t1 - t0), c.dim, post_norm, c.rms_eps);
+    add_inplace(&x_[size_t(t0) * c.dim], out, (t1 - t0) * c.dim);
+  });
 }
 
 void Forward::ffn_block(int layer, int n, ThreadPool& pool, const LoraAdapter* lora) {
@@ -203,8 +230,10 @@ void Forward::ffn_block(int layer, int n, ThreadPool& pool, const LoraAdapter* l
   const LayerWeights& w = model_.layers()[layer];
   {
     ProfileScope prof(ProfOp::Norm);
-    for (int t = 0; t < n; ++t)
-      rmsnorm(&x_[size_t(t) * c.dim], w.ffn_norm.data(), &xn_[size_t(t) * c.dim], c.dim, c.rms_eps);
+    for_tokens(n, pool, [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t)
+        rmsnorm(&x_[size_t(t) * c.dim], w.ffn_norm.data(), &xn_[size_t(t) * c.dim], c.dim, c.rms_eps);
+    });
   }
   if (moe_) {
     // The router, the k experts per token and their weighted sum (model/moe_ffn.h).
@@ -214,9 +243,7 @@ void Forward::ffn_block(int layer, int n, ThreadPool& pool, const LoraAdapter* l
   } else {
     dense_ffn(layer, n, pool, lora);
   }
-  norm_rows(xn_.data(), n, c.dim, w.post_ffn_norm, c.rms_eps);
-  ProfileScope prof(ProfOp::Residual);
-  add_inplace(x_.data(), xn_.data(), int64_t(n) * c.dim);
+  residual(n, w.post_ffn_norm, pool);
 }
 
 void Forward::dense_ffn(int layer, int n, ThreadPool& pool, const LoraAdapter* lora) {
@@ -229,10 +256,18 @@ void Forward::dense_ffn(int layer, int n, ThreadPool& pool, const LoraAdapter* l
   }
   {
     ProfileScope prof(ProfOp::Swiglu);
-    if (c.is_gemma3())
-      gelu_tanh_gated(gate_.data(), up_.data(), gate_.data(), int64_t(n) * c.ffn_dim);
-    else
-      swiglu(gate_.data(), up_.data(), gate_.data(), int64_t(n) * c.ffn_dim);
+    // Row by row, so that which values take the kernels' vector path (and its exp) does not
+    // depend on how the tokens were split.
+    for_tokens(n, pool, [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t) {
+        float* g = &gate_[size_t(t) * c.ffn_dim];
+        const float* u = &up_[size_t(t) * c.ffn_dim];
+        if (c.is_gemma3())
+          gelu_tanh_gated(g, u, g, c.ffn_dim);
+        else
+          swiglu(g, u, g, c.ffn_dim);
+      }
+    });
   }
   {
     ProfileScope prof(ProfOp::MatvecDown);

@@ -53,6 +53,8 @@ class Forward {
   void ffn_block(int layer, int n, ThreadPool& pool, const LoraAdapter* lora);
   // gate/up, activation, down of a dense FFN: xn_ in, xn_ out.
   void dense_ffn(int layer, int n, ThreadPool& pool, const LoraAdapter* lora);
+  // x += the block's output (xn), after the output's own norm when the layer has one (Gemma 3).
+  void residual(int n, const std::vector<float>& post_norm, ThreadPool& pool);
 
   const Model& model_;
   int max_block_;
