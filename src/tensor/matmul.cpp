@@ -648,17 +648,19 @@ void gemm_panels(std::span<const GemmTarget> targets, const float* x, int64_t ld
         const detail::PanelPrefetcher prefetcher(pf_w, pf_r0, more ? pf_r1 : pf_r0, pf_k0,
                                                  more ? std::min(kKC, k - pf_k0) : 0, window);
         const XElem* x_k0 = xp + k0 / kKC * x_slice_stride;
-        const int64_t x_lines = static_cast<int64_t>(sizeof(XElem)) * x_slice / 64;
+        // The next token panel's slice is prefetched a part per weight panel: it comes from L3
+        // (the packed x of a K slice outgrows L2), and the first weight panel to use it would
+        // wait on it (the AVX2 F16 down projection, 2048 x 8192, ran 10% slower than the others).
+        const int64_t x_bytes = static_cast<int64_t>(sizeof(XElem)) * x_slice;
+        const int64_t x_part = (x_bytes / 64 + (p1 - p0) - 1) / (p1 - p0) * 64;  // bytes per weight panel
         for (int64_t xpi = 0; xpi < n_xpanels; ++xpi) {
-          // The next token panel's slice, a part per weight panel: it comes from L3 (the packed x
-          // of a K slice outgrows L2), and the first weight panel to use it would wait on it.
           const char* x_next = reinterpret_cast<const char*>(x_k0 + std::min(xpi + 1, n_xpanels - 1) * x_slice);
           for (int64_t p = p0; p < p1; ++p) {
             float* tile = cbuf + (xpi * (p1 - p0) + (p - p0)) * kTile;
             // Its lines are wanted at the end of the k loop: asked for now, they arrive meanwhile.
             for (int64_t line = 0; line < kTile; line += 16) __builtin_prefetch(tile + line, 1, 3);
-            for (int64_t line = x_lines * (p - p0) / (p1 - p0); line < x_lines * (p - p0 + 1) / (p1 - p0); ++line)
-              __builtin_prefetch(x_next + line * 64, 0, 3);
+            const int64_t x_end = std::min(x_bytes, (p - p0 + 1) * x_part);
+            for (int64_t b = (p - p0) * x_part; b < x_end; b += 64) __builtin_prefetch(x_next + b, 0, 3);
             P::kernel(x_k0 + xpi * x_slice, wbuf + (p - p0) * kWPanel, kc, tile, k0 == 0);
             // Stored as soon as it is whole, so that the misses of y's rows overlap the next tiles'
             // arithmetic (stored in a pass of their own after the slice, 4% of an F16 prefill).
