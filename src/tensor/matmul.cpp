@@ -689,10 +689,6 @@ void gemm_panels(const WeightView& w, const detail::GemmOperands& op, ThreadPool
   gemm_panels<P>(std::span<const GemmTarget>(&target, 1), op.x, op.ldx, op.n, pool);
 }
 
-}  // namespace
-
-namespace {
-
 // Where a product of n > 1 tokens with a weight of this type goes (matmul's dispatch).
 enum class GemmPath { Int8, AmxBf16, Bf16Dot, F32 };
 GemmPath gemm_path(DType type, int64_t n) {
