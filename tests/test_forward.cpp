@@ -337,6 +337,36 @@ TEST(Forward, OneTwoAndThreeThreadsGiveIdenticalLogits) {
   }
 }
 
+// Without all_logits, the last layer takes only the last row past its attention. Each block's
+// logits must still be those of its last token in an all-logits run (same blocks, so the cache
+// holds the same keys and values), and the following blocks must still see every row's keys and
+// values of that layer. Keeping the wrong row, or dropping rows before the KV append, is off by
+// O(1). The products of one row take the matrix-vector kernels, hence a tolerance, not equality.
+TEST(Forward, LastRowOnlyGivesTheLastTokensLogits) {
+  for (const Arch arch : {Arch::Llama, Arch::Qwen3, Arch::Gemma3, Arch::Qwen3Moe, Arch::GptOss}) {
+    TinyModel m = tm(arch, DType::F16);
+    m.layers = 3;
+    const auto model = Model::load(make_model(m));
+    const int n_vocab = model->config().n_vocab;
+    const auto tokens = test_tokens(24, n_vocab);
+    const int block = 8;
+    const auto all = engine_logits(*model, tokens, block, 2);
+    ThreadPool pool(2);
+    PagedKvCache cache(kv_shape(*model), int64_t(tokens.size()));
+    Forward forward(*model, block);
+    for (int start = 0; start < int(tokens.size()); start += block) {
+      const float* last = forward.run(tokens.data() + start, block, start, cache, pool);
+      const float* want = &all[size_t(start + block - 1) * n_vocab];
+      double err = 0, scale = 0;
+      for (int i = 0; i < n_vocab; ++i) {
+        err = std::max(err, double(std::abs(last[i] - want[i])));
+        scale = std::max(scale, double(std::abs(want[i])));
+      }
+      EXPECT_LT(err / scale, 1e-4) << arch_name(arch) << " block at " << start;
+    }
+  }
+}
+
 TEST(Forward, TokenOutsideVocabularyIsAnError) {
   const auto model = Model::load(make_model(tm(Arch::Llama, DType::F32)));
   ThreadPool pool(1);

@@ -140,16 +140,22 @@ const float* Forward::run_embedded(int n, int64_t pos0, KvCache& cache, ThreadPo
                                    bool all_logits, float* last_logits_out) {
   const ModelConfig& c = model_.config();
   for (int t = 0; t < n; ++t) positions_[t] = pos0 + t;
+  const int rows = all_logits ? n : 1;
   for (int l = 0; l < c.n_layers; ++l) {
-    attention_block(l, n, pos0, cache, pool, lora);
-    ffn_block(l, n, pool, lora);
+    attention(l, n, pos0, cache, pool, lora);
+    // Past the last layer's attention, a row only feeds its own logits: without all_logits only
+    // the last row goes on (as llama.cpp does), which spares that layer's output projection and
+    // FFN for the other n - 1 rows, 1/n_layers of a prefill's products.
+    const bool last_layer = l == c.n_layers - 1;
+    if (last_layer && rows < n) keep_last_rows(n, rows);
+    const int m = last_layer ? rows : n;
+    attention_output(l, m, pool, lora);
+    ffn_block(l, m, pool, lora);
   }
-  const int first = all_logits ? 0 : n - 1;
-  const int rows = n - first;
   {
     ProfileScope prof(ProfOp::Norm);
-    for (int t = first; t < n; ++t)
-      rmsnorm(&x_[size_t(t) * c.dim], model_.output_norm().data(), &xn_[size_t(t - first) * c.dim], c.dim, c.rms_eps);
+    for (int t = 0; t < rows; ++t)
+      rmsnorm(&x_[size_t(t) * c.dim], model_.output_norm().data(), &xn_[size_t(t) * c.dim], c.dim, c.rms_eps);
   }
   ProfileScope prof(ProfOp::MatvecOutput);
   float* out = all_logits || !last_logits_out ? logits_.data() : last_logits_out;
@@ -159,8 +165,7 @@ const float* Forward::run_embedded(int n, int64_t pos0, KvCache& cache, ThreadPo
   return out;
 }
 
-void Forward::attention_block(int layer, int n, int64_t pos0, KvCache& cache, ThreadPool& pool,
-                              const LoraAdapter* lora) {
+void Forward::attention(int layer, int n, int64_t pos0, KvCache& cache, ThreadPool& pool, const LoraAdapter* lora) {
   const ModelConfig& c = model_.config();
   const LayerWeights& w = model_.layers()[layer];
   {
@@ -207,6 +212,17 @@ void Forward::attention_block(int layer, int n, int64_t pos0, KvCache& cache, Th
     cache.attend(layer, q_.data(), n, attn_.data(), pool);
   }
   if (attention_output_hook_) attention_output_hook_(layer, attn_.data(), n);
+}
+
+void Forward::keep_last_rows(int n, int rows) {
+  const ModelConfig& c = model_.config();
+  const int from = n - rows;
+  std::copy(attn_.begin() + int64_t(from) * c.q_dim(), attn_.begin() + int64_t(n) * c.q_dim(), attn_.begin());
+  std::copy(x_.begin() + int64_t(from) * c.dim, x_.begin() + int64_t(n) * c.dim, x_.begin());
+}
+
+void Forward::attention_output(int layer, int n, ThreadPool& pool, const LoraAdapter* lora) {
+  const LayerWeights& w = model_.layers()[layer];
   {
     ProfileScope prof(ProfOp::MatvecO);
     project(w.wo, lora, layer, LoraSite::O, attn_.data(), n, xn_.data(), pool);

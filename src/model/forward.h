@@ -49,7 +49,12 @@ class Forward {
   // The layers and the output over the n rows already in x_.
   const float* run_embedded(int n, int64_t pos0, KvCache& cache, ThreadPool& pool, const LoraAdapter* lora,
                             bool all_logits, float* last_logits_out = nullptr);
-  void attention_block(int layer, int n, int64_t pos0, KvCache& cache, ThreadPool& pool, const LoraAdapter* lora);
+  // Norm, q/k/v, RoPE, the KV append and attention of the n rows: attn_ out.
+  void attention(int layer, int n, int64_t pos0, KvCache& cache, ThreadPool& pool, const LoraAdapter* lora);
+  // Moves the last `rows` of the n rows of attn_ and x_ to the front.
+  void keep_last_rows(int n, int rows);
+  // The output projection of attn_ and the residual add, n rows.
+  void attention_output(int layer, int n, ThreadPool& pool, const LoraAdapter* lora);
   void ffn_block(int layer, int n, ThreadPool& pool, const LoraAdapter* lora);
   // gate/up, activation, down of a dense FFN: xn_ in, xn_ out.
   void dense_ffn(int layer, int n, ThreadPool& pool, const LoraAdapter* lora);
