@@ -64,10 +64,14 @@ const bool registered = [] {
             ->UseRealTime();
       }
     }
-    const std::string name = std::string("kv_attention/prefill512/") + kvslim::dtype_name(t) + "/ctx:4096/threads:2";
-    benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& s) { bm_prefill(s, t, 4096, 2); })
-        ->Unit(benchmark::kMillisecond)
-        ->UseRealTime();
+    // A 512-token prompt (ctx 512: the block is the whole cache) and a block deep in a long one.
+    for (int64_t context : {int64_t(512), int64_t(4096)}) {
+      const std::string name = std::string("kv_attention/prefill512/") + kvslim::dtype_name(t) +
+                               "/ctx:" + std::to_string(context) + "/threads:2";
+      benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& s) { bm_prefill(s, t, context, 2); })
+          ->Unit(benchmark::kMillisecond)
+          ->UseRealTime();
+    }
   }
   return true;
 }();

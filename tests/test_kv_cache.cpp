@@ -403,6 +403,10 @@ INSTANTIATE_TEST_SUITE_P(KvCacheShapes, KvCacheAttention,
                                            AttentionCase{2, 4, 64, 32, 3}, AttentionCase{1, 4, 128, 16, 2},
                                            AttentionCase{2, 2, 16, 8, 1}, AttentionCase{2, 4, 32, 16, 2},
                                            AttentionCase{2, 3, 24, 16, 2}, AttentionCase{1, 8, 64, 256, 4},
+                                           // Enough KV heads for the threads that prefill takes a
+                                           // whole group per unit: its heads' queries stacked in
+                                           // one tile (the shapes above split groups to one head).
+                                           AttentionCase{8, 2, 16, 16, 1}, AttentionCase{16, 4, 32, 16, 2},
                                            // Stored types: the kernels read f16, bf16 and q8_0 rows
                                            // directly (register paths for d = 16/32/64/128, the
                                            // generic path for d = 24), K and V types chosen apart.

@@ -531,12 +531,17 @@ void decode_dense(const PagedKv& kv, const float* q, int n_heads, float* out, At
   });
 }
 
-// A block of queries: per head and tile of queries, scores = Q K^T chunk by chunk into one row
-// per query, causal softmax per row, then out = P V accumulated chunk by chunk. Chunks of
-// attention_key_chunk tokens (several pages gathered as f32 rows) keep each product large. The
-// products run on the engine's own blocked GEMM (gemm_f32_nt / _nn, this thread only: the
-// heads are already spread over the pool), whose AVX-512 micro-kernel measured faster here
-// than the OpenBLAS build's (which picks 256-bit AVX2 kernels on this CPU).
+// A block of queries, a tile of them at a time: scores = Q K^T chunk by chunk into one row per
+// query, causal softmax per row, then out = P V accumulated chunk by chunk. A tile holds `tile`
+// consecutive queries of every head of the group, stacked query-major (row i * n_heads + g is
+// query i of head g), so the heads share each chunk of keys and values, decoded and packed once
+// for one larger product, and the tile spans kAttentionQueryTile / n_heads positions: less of
+// the causal triangle's masked corner is computed than with one head's 128 queries (a quarter
+// more than the triangle at 512 tokens). Chunks of attention_key_chunk tokens (several pages
+// gathered as f32 rows) keep each product large. The products run on the engine's own blocked
+// GEMM (gemm_f32_nt / _nn, this thread only: the KV heads are already spread over the pool),
+// whose AVX-512 micro-kernel measured faster here than the OpenBLAS build's (which picks 256-bit
+// AVX2 kernels on this CPU).
 void prefill_dense(const PagedKv& kv, const float* q, int64_t q_stride, int n_heads, int64_t n_q, float* out,
                    int64_t out_stride, AttentionScratch& scratch, SoftmaxRowObserver* observer) {
   const int hd = kv.head_dim;
@@ -545,41 +550,47 @@ void prefill_dense(const PagedKv& kv, const float* q, int64_t q_stride, int n_he
   const int64_t n_before = kv.head.size() - n_q;  // tokens every query sees
   const auto& pages = kv.head.pages();
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  const int64_t tile = std::min(n_q, kAttentionQueryTile);
-  float* s = scores_buffer(scratch, tile * kv.head.size());
-  if (scratch.queries.size() < size_t(tile * hd)) scratch.queries.resize(size_t(tile * hd));
-  float* qs = scratch.queries.data();  // the tile's queries, scaled by 1/sqrt(head_dim)
+  const int64_t tile = std::min(n_q, std::max<int64_t>(1, kAttentionQueryTile / n_heads));
+  const int64_t max_rows = tile * n_heads;
+  float* s = scores_buffer(scratch, max_rows * kv.head.size());
+  if (scratch.queries.size() < size_t(max_rows * hd)) scratch.queries.resize(size_t(max_rows * hd));
+  if (scratch.tile_out.size() < size_t(max_rows * hd)) scratch.tile_out.resize(size_t(max_rows * hd));
+  float* qs = scratch.queries.data();   // the tile's queries, scaled by 1/sqrt(head_dim)
+  float* os = scratch.tile_out.data();  // the tile's outputs, in the same order
   const DType kt = kv.head.key_type(), vt = kv.head.value_type();
   float* chunk_buffer = rows_buffer(scratch, chunk * hd);
+  const int64_t group_width = int64_t(n_heads) * hd;  // the group's heads lie side by side in q and out
 
-  for (int g = 0; g < n_heads; ++g) {
-    const float* qg = q + int64_t(g) * hd;
-    float* og = out + int64_t(g) * hd;
-    for (int64_t t0 = 0; t0 < n_q; t0 += tile) {
-      const int64_t rows = std::min(tile, n_q - t0);
-      const int64_t cols = n_before + t0 + rows;  // tokens visible to the tile's last query
-      for (int64_t i = 0; i < rows; ++i)
-        for (int d = 0; d < hd; ++d) qs[i * hd + d] = qg[(t0 + i) * q_stride + d] * scale;
-      for (int64_t c0 = 0; c0 < cols; c0 += chunk) {
-        const int64_t m = std::min(chunk, cols - c0);
-        const float* keys = chunk_rows_f32(pages, true, kt, pt, c0, m, hd, chunk_buffer);
-        gemm_f32_nt(qs, hd, rows, keys, m, hd, s + c0, cols, false);
-      }
-      for (int64_t i = 0; i < rows; ++i) {
-        float* row = s + i * cols;
-        const int64_t visible = n_before + t0 + i + 1;
-        const int64_t lo = first_visible(kv, kv.head.position(visible - 1));
+  for (int64_t t0 = 0; t0 < n_q; t0 += tile) {
+    const int64_t positions = std::min(tile, n_q - t0);
+    const int64_t rows = positions * n_heads;
+    const int64_t cols = n_before + t0 + positions;  // tokens visible to the tile's last query
+    for (int64_t i = 0; i < positions; ++i) {
+      const float* qi = q + (t0 + i) * q_stride;
+      for (int64_t e = 0; e < group_width; ++e) qs[i * group_width + e] = qi[e] * scale;
+    }
+    for (int64_t c0 = 0; c0 < cols; c0 += chunk) {
+      const int64_t m = std::min(chunk, cols - c0);
+      const float* keys = chunk_rows_f32(pages, true, kt, pt, c0, m, hd, chunk_buffer);
+      gemm_f32_nt(qs, hd, rows, keys, m, hd, s + c0, cols, false);
+    }
+    for (int64_t i = 0; i < positions; ++i) {
+      const int64_t visible = n_before + t0 + i + 1;
+      const int64_t lo = first_visible(kv, kv.head.position(visible - 1));
+      for (int g = 0; g < n_heads; ++g) {
+        float* row = s + (i * n_heads + g) * cols;
         std::fill(row, row + lo, 0.0f);
         softmax_inplace(row + lo, visible - lo, sink_logit(kv, g));
         if (observer) observer->on_row(g, t0 + i, row, visible);
         std::fill(row + visible, row + cols, 0.0f);
       }
-      for (int64_t c0 = 0; c0 < cols; c0 += chunk) {
-        const int64_t m = std::min(chunk, cols - c0);
-        const float* values = chunk_rows_f32(pages, false, vt, pt, c0, m, hd, chunk_buffer);
-        gemm_f32_nn(s + c0, cols, rows, values, m, hd, og + t0 * out_stride, out_stride, c0 != 0);
-      }
     }
+    for (int64_t c0 = 0; c0 < cols; c0 += chunk) {
+      const int64_t m = std::min(chunk, cols - c0);
+      const float* values = chunk_rows_f32(pages, false, vt, pt, c0, m, hd, chunk_buffer);
+      gemm_f32_nn(s + c0, cols, rows, values, m, hd, os, hd, c0 != 0);
+    }
+    for (int64_t i = 0; i < positions; ++i) std::copy_n(os + i * group_width, group_width, out + (t0 + i) * out_stride);
   }
 }
 

@@ -26,8 +26,9 @@ inline int64_t attention_key_chunk(int64_t page_tokens) {
 // the kernels never allocate.
 struct AttentionScratch {
   std::vector<float> scores;
-  std::vector<float> rows;     // decoded rows: 8 rows (decode) or attention_key_chunk rows (prefill)
-  std::vector<float> queries;  // prefill: one query tile, scaled
+  std::vector<float> rows;      // decoded rows: 8 rows (decode) or attention_key_chunk rows (prefill)
+  std::vector<float> queries;   // prefill: one query tile, scaled
+  std::vector<float> tile_out;  // prefill: that tile's outputs
 };
 
 // Floats of AttentionScratch::scores the kernels need for `n_q_heads` query heads (decode) or
