@@ -118,8 +118,9 @@ void PagedKvCache::attend(int layer, const float* q, int n, float* out, ThreadPo
   // a KV head with its query heads (each key row read, and in prefill packed, once for all of
   // them), split into sub-groups when there are too few KV heads for the threads. Decode wants a
   // unit per thread. Prefill wants about 8: with a whole group per unit (8 units on 2 threads at
-  // Llama-3.2-1B's shape) the thread that finished first idled for up to a unit's time, 10% of the
-  // layer's attention, more than sharing four heads' keys instead of two saves.
+  // Llama-3.2-1B's shape) the thread that finished first idled for up to a unit's time, a fifth
+  // of the layer's attention in kv_attention's microbenchmark, more than sharing four heads' keys
+  // instead of two saves.
   const int per_thread = n == 1 ? 1 : 8;
   const int splits = std::clamp((per_thread * pool.size() + n_kv_heads_ - 1) / n_kv_heads_, 1, group);
   const int units = n_kv_heads_ * splits;
