@@ -393,8 +393,8 @@ inline void add_weighted_block(const float* const* v, int m, const float* pg, in
 // Up to eight rows at a time (decoded into `buffer`, 8 * hd floats): each vector slice of a
 // head's output is loaded and stored once per block of rows, not once per row.
 template <int HD, class Codec, class Row>
-void weighted_rows_blocks(const float* p, int64_t p_stride, int hd_arg, int n_heads, Row row, int64_t rows,
-                          float* out, float* buffer) {
+void weighted_rows_blocks(const float* p, int64_t p_stride, int hd_arg, int n_heads, Row row, int64_t rows, float* out,
+                          float* buffer) {
   const int hd = HD > 0 ? HD : hd_arg;
   for (int64_t j = 0; j < rows; j += 8) {
     const int m = static_cast<int>(std::min<int64_t>(8, rows - j));
