@@ -241,6 +241,7 @@ struct Lanes {
   static V set1(float a) { return _mm256_set1_ps(a); }
   static V mul(V a, V b) { return _mm256_mul_ps(a, b); }
   static V fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }  // a * b + c
+  static V add(V a, V b) { return _mm256_add_ps(a, b); }
   static float sum(V v) { return detail::hsum256(v); }
   // s[r] = scale * (the sum of a[r]'s lanes), r < 8.
   static void store_sums8(const V* a, float scale, float* s) {
@@ -271,6 +272,7 @@ struct Lanes {
   static V set1(float a) { return vdupq_n_f32(a); }
   static V mul(V a, V b) { return vmulq_f32(a, b); }
   static V fma(V a, V b, V c) { return vfmaq_f32(c, a, b); }  // a * b + c
+  static V add(V a, V b) { return vaddq_f32(a, b); }
   static float sum(V v) { return vaddvq_f32(v); }
   static void store_sums8(const V* a, float scale, float* s) {
     // Pairwise adds twice: [sum a0, sum a1, sum a2, sum a3], then the same for a4..a7.
@@ -294,11 +296,16 @@ struct Lanes {
 using LaneV = Lanes::V;
 constexpr int kLanes = Lanes::kWidth;
 
-template <class Codec>
-inline const float* row_f32_inline(const uint8_t* row, int hd, float* buffer) {
+// Decodes a stored row into `buffer` (f32 rows are read in place). HD > 0 fixes head_dim at
+// compile time (the common sizes, see score_rows): the loops over a row unroll, where a run-time
+// head_dim left a counted loop of eight vectors around every conversion and dot product.
+template <int HD, class Codec>
+inline const float* row_f32_inline(const uint8_t* row, int hd_arg, float* buffer) {
+  const int hd = HD > 0 ? HD : hd_arg;
   if constexpr (Codec::type == DType::F32) {
     return reinterpret_cast<const float*>(row);
   } else {
+#pragma GCC unroll 16
     for (int i = 0; i < hd; i += kLanes) {
       LaneV v;
       if constexpr (Codec::type == DType::F16) {
@@ -317,28 +324,33 @@ inline const float* row_f32_inline(const uint8_t* row, int hd, float* buffer) {
 
 // Rows are taken eight at a time (decoded into `buffer`, 8 * hd floats): per head, eight dot
 // products share each load of the query and end in one transposing reduction and one store of
-// eight scores, instead of a horizontal sum per score.
-template <class Codec, class Row>
-void score_rows_blocks(const float* q, int hd, int n_heads, Row row, int64_t rows, float scale, float* s,
+// eight scores, instead of a horizontal sum per score. HD as for row_f32_inline.
+template <int HD, class Codec, class Row>
+void score_rows_blocks(const float* q, int hd_arg, int n_heads, Row row, int64_t rows, float scale, float* s,
                        int64_t s_stride, float* buffer) {
+  const int hd = HD > 0 ? HD : hd_arg;
   int64_t j = 0;
   for (; j + 8 <= rows; j += 8) {
     const float* k[8];
-    for (int r = 0; r < 8; ++r) k[r] = row_f32_inline<Codec>(row(j + r), hd, buffer + r * hd);
+#pragma GCC unroll 8
+    for (int r = 0; r < 8; ++r) k[r] = row_f32_inline<HD, Codec>(row(j + r), hd, buffer + r * hd);
     for (int g = 0; g < n_heads; ++g) {
       const float* qg = q + int64_t(g) * hd;
       LaneV acc[8];
       LaneV qv = Lanes::load(qg);
+#pragma GCC unroll 8
       for (int r = 0; r < 8; ++r) acc[r] = Lanes::mul(qv, Lanes::load(k[r]));
+#pragma GCC unroll 16
       for (int i = kLanes; i < hd; i += kLanes) {
         qv = Lanes::load(qg + i);
+#pragma GCC unroll 8
         for (int r = 0; r < 8; ++r) acc[r] = Lanes::fma(qv, Lanes::load(k[r] + i), acc[r]);
       }
       Lanes::store_sums8(acc, scale, s + g * s_stride + j);
     }
   }
   for (; j < rows; ++j) {
-    const float* k = row_f32_inline<Codec>(row(j), hd, buffer);
+    const float* k = row_f32_inline<HD, Codec>(row(j), hd, buffer);
     for (int g = 0; g < n_heads; ++g) {
       const float* qg = q + int64_t(g) * hd;
       LaneV acc = Lanes::mul(Lanes::load(qg), Lanes::load(k));
@@ -350,37 +362,56 @@ void score_rows_blocks(const float* q, int hd, int n_heads, Row row, int64_t row
 
 // og += sum over the m rows v[r] of pg[r] * v[r]. M > 0 fixes m = M at compile time, so that
 // the row loop unrolls and the weights stay in registers: with a run-time m (only the last
-// block of a page needs one) they were kept on the stack and read back for every FMA.
-template <int M>
-inline void add_weighted_block(const float* const* v, int m, const float* pg, int hd, float* og) {
+// block of a page needs one) they were kept on the stack and read back for every FMA. The rows
+// go into two sums (even and odd rows) added at the end: one chain of eight dependent FMAs per
+// vector slice waited on the FMA latency.
+template <int HD, int M>
+inline void add_weighted_block(const float* const* v, int m, const float* pg, int hd_arg, float* og) {
+  const int hd = HD > 0 ? HD : hd_arg;
   const int rows = M > 0 ? M : m;
   LaneV pr[8];
 #pragma GCC unroll 8
   for (int r = 0; r < rows; ++r) pr[r] = Lanes::set1(pg[r]);
+#pragma GCC unroll 16
   for (int i = 0; i < hd; i += kLanes) {
-    LaneV acc = Lanes::load(og + i);
-#pragma GCC unroll 8
-    for (int r = 0; r < rows; ++r) acc = Lanes::fma(pr[r], Lanes::load(v[r] + i), acc);
-    Lanes::store(og + i, acc);
+    LaneV even = Lanes::load(og + i);
+    if constexpr (M == 8) {
+      LaneV odd = Lanes::mul(pr[1], Lanes::load(v[1] + i));
+#pragma GCC unroll 4
+      for (int r = 0; r < 8; r += 2) {
+        even = Lanes::fma(pr[r], Lanes::load(v[r] + i), even);
+        if (r > 0) odd = Lanes::fma(pr[r + 1], Lanes::load(v[r + 1] + i), odd);
+      }
+      even = Lanes::add(even, odd);
+    } else {
+      for (int r = 0; r < rows; ++r) even = Lanes::fma(pr[r], Lanes::load(v[r] + i), even);
+    }
+    Lanes::store(og + i, even);
   }
 }
 
 // Up to eight rows at a time (decoded into `buffer`, 8 * hd floats): each vector slice of a
 // head's output is loaded and stored once per block of rows, not once per row.
-template <class Codec, class Row>
-void weighted_rows_blocks(const float* p, int64_t p_stride, int hd, int n_heads, Row row, int64_t rows, float* out,
+template <int HD, class Codec, class Row>
+void weighted_rows_blocks(const float* p, int64_t p_stride, int hd_arg, int n_heads, Row row, int64_t rows, float* out,
                           float* buffer) {
+  const int hd = HD > 0 ? HD : hd_arg;
   for (int64_t j = 0; j < rows; j += 8) {
     const int m = static_cast<int>(std::min<int64_t>(8, rows - j));
     const float* v[8];
-    for (int r = 0; r < m; ++r) v[r] = row_f32_inline<Codec>(row(j + r), hd, buffer + r * hd);
+    if (m == 8) {
+#pragma GCC unroll 8
+      for (int r = 0; r < 8; ++r) v[r] = row_f32_inline<HD, Codec>(row(j + r), hd, buffer + r * hd);
+    } else {
+      for (int r = 0; r < m; ++r) v[r] = row_f32_inline<HD, Codec>(row(j + r), hd, buffer + r * hd);
+    }
     for (int g = 0; g < n_heads; ++g) {
       const float* pg = p + g * p_stride + j;
       float* og = out + int64_t(g) * hd;
       if (m == 8)
-        add_weighted_block<8>(v, m, pg, hd, og);
+        add_weighted_block<HD, 8>(v, m, pg, hd, og);
       else
-        add_weighted_block<0>(v, m, pg, hd, og);
+        add_weighted_block<HD, 0>(v, m, pg, hd, og);
     }
   }
 }
@@ -399,7 +430,12 @@ void score_rows(const float* q, int hd, int n_heads, Row row, int64_t rows, floa
     default: break;
   }
 #elif defined(KVSLIM_ATTENTION_ROW_BLOCKS)
-  if (hd % kLanes == 0) return score_rows_blocks<Codec>(q, hd, n_heads, row, rows, scale, s, s_stride, buffer);
+  switch (hd) {
+    case 64: return score_rows_blocks<64, Codec>(q, hd, n_heads, row, rows, scale, s, s_stride, buffer);
+    case 128: return score_rows_blocks<128, Codec>(q, hd, n_heads, row, rows, scale, s, s_stride, buffer);
+    default:
+      if (hd % kLanes == 0) return score_rows_blocks<0, Codec>(q, hd, n_heads, row, rows, scale, s, s_stride, buffer);
+  }
 #endif
   score_rows_generic<Codec>(q, hd, n_heads, row, rows, scale, s, s_stride, buffer);
 }
@@ -416,17 +452,25 @@ void weighted_rows(const float* p, int64_t p_stride, int hd, int n_heads, Row ro
     default: break;
   }
 #elif defined(KVSLIM_ATTENTION_ROW_BLOCKS)
-  if (hd % kLanes == 0) return weighted_rows_blocks<Codec>(p, p_stride, hd, n_heads, row, rows, out, buffer);
+  switch (hd) {
+    case 64: return weighted_rows_blocks<64, Codec>(p, p_stride, hd, n_heads, row, rows, out, buffer);
+    case 128: return weighted_rows_blocks<128, Codec>(p, p_stride, hd, n_heads, row, rows, out, buffer);
+    default:
+      if (hd % kLanes == 0) return weighted_rows_blocks<0, Codec>(p, p_stride, hd, n_heads, row, rows, out, buffer);
+  }
 #endif
   weighted_rows_generic<Codec>(p, p_stride, hd, n_heads, row, rows, out, buffer);
 }
 
 // Asks for the cache lines of a stored row of `bytes` bytes ahead of its use, into L1
-// (kLocality 3) or L2 (2).
+// (kLocality 3) or L2 (2): each line the row touches once (a 128-byte f16 row on a line
+// boundary is two prefetches, where one per 64 bytes plus its last byte made three).
 template <int kLocality = 3>
 inline void prefetch_row(const uint8_t* row, size_t bytes) {
-  for (size_t b = 0; b < bytes; b += 64) __builtin_prefetch(row + b, 0, kLocality);
-  __builtin_prefetch(row + bytes - 1, 0, kLocality);
+  const uintptr_t first = reinterpret_cast<uintptr_t>(row) & ~uintptr_t(63);
+  const uintptr_t end = reinterpret_cast<uintptr_t>(row) + bytes;
+  for (uintptr_t line = first; line < end; line += 64)
+    __builtin_prefetch(reinterpret_cast<const void*>(line), 0, kLocality);
 }
 
 // The rows of one page for the dense decode kernels. Decode reads a head's pages front to back,
