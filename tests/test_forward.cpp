@@ -278,10 +278,10 @@ TinyModel tm(Arch arch, DType type, int heads = 4, int kv_heads = 2, bool tied =
 // An activation the engine quantises (q8_0 blocks for the legacy types and q8_0, q8_K for
 // K-quants) and that lies next to a rounding boundary may land one step away from where the
 // double-precision reference puts it, and this small random model amplifies one such step into
-// the logits. Measured under qemu at the aarch64 dotprod level over seeds 1-12 of the q4_0, q4_1
-// and q5_1 models: 29 of 36 at 1e-7..4e-5 (f32 against double), 7 at 5e-3..1.5e-2 (one step),
-// and which seeds step moves with the order of any f32 sum upstream (an attention kernel's
-// summation order moved three of them). The bound is the one-step one, 4e-2 (also the K-quants'
+// the logits. Measured under qemu at the aarch64 i8mm level (dotprod the same) over seeds 1-12
+// of the q4_0, q4_1 and q5_1 models: 29 of 36 at 1e-7..4e-5 (f32 against double), 7 at
+// 5e-3..1.5e-2 (one step), and which seeds step moves with the order of any f32 sum upstream (an
+// attention kernel's summation order moved three of them). The bound is the one-step one, 4e-2 (also the K-quants'
 // measured 2.6e-2 with their coarser q8_K step); a wrong layout, scale or min is off by O(1), and
 // the kernels themselves are held to 2e-5 of the magnitude in test_quant_dot.cpp.
 constexpr double kOneActivationStep = 4e-2;
