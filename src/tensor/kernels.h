@@ -144,6 +144,9 @@ class PanelPrefetcher {
     const uint8_t* ptr = base_ + static_cast<size_t>(r0_ + static_cast<int64_t>(row)) * stride_ + off_;
     for (size_t i = b; i < e; ++i) {
       __builtin_prefetch(ptr + line * 64, 0, 3);
+      // The empty volatile asm keeps the loop: GCC 12 deletes a loop whose only effect is
+      // __builtin_prefetch once part() is inlined, and did so in every GEMM until 2026-12-06.
+      __asm__ volatile("" : : "r"(ptr + line * 64));
       if (++line == lines_) {
         line = 0;
         ptr += stride_;
