@@ -213,7 +213,8 @@ PanelRows panel_rows(const WeightView& w, int64_t r0, int nr, int64_t k0, int64_
 #endif
 
 // Converts rows [r0, r0 + kNR) x columns [k0, k0 + kc) of w to f32 as dst[kk * kNR + j];
-// rows past the end are 0. tmp holds kNR * kKC floats (used for the block types only).
+// rows past the end are 0. tmp holds kNR * kKC floats (panel_rows' copies of 16-bit rows, or
+// the block types' rows in f32).
 void pack_w_panel(const WeightView& w, int64_t r0, int64_t k0, int64_t kc, float* dst, float* tmp) {
   const int nr = static_cast<int>(std::min<int64_t>(kNR, w.rows - r0));
 #if defined(KVSLIM_TRANSPOSE_PACK)
@@ -625,7 +626,7 @@ void gemm_panels(std::span<const GemmTarget> targets, const float* x, int64_t ld
   detail::ChunkQueue queue(n_chunks, 1);
   auto compute = [&](int, int) {
     thread_local detail::Scratch w_scratch;
-    // The chunk's weight panels, then kWPanel floats for the block types' dequantised rows.
+    // The chunk's weight panels, then kWPanel floats for panel_rows' copies of a panel's rows.
     auto* wbuf = static_cast<WElem*>(w_scratch.get(kChunk * kWPanel * sizeof(WElem) + kWPanel * sizeof(float) + 64));
     auto* tmp = reinterpret_cast<float*>(wbuf + kChunk * kWPanel);
     // The chunk's outputs are summed over the K slices in a contiguous buffer of whole tiles,
